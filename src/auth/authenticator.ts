@@ -1,0 +1,54 @@
+import type { TokenRecord, TokenStore } from '../store/store.js';
+import { hashToken, parseToken, sameHash } from './token.js';
+
+export interface Principal {
+  readonly subject: string;
+  readonly scopes: ReadonlySet<string>;
+  readonly tokenId: string;
+}
+
+interface Cached {
+  readonly record: TokenRecord | undefined;
+  readonly principal: Principal | undefined;
+  readonly fetchedAt: number;
+}
+
+const CACHE_MAX = 10_000;
+
+/**
+ * Answers "who holds this token?" without a database query on every request: a token record is
+ * reused for `cacheMs`, so a revocation made elsewhere (the CLI, another instance) takes effect
+ * within that time. Expiry is checked on every request against the clock.
+ */
+export class TokenAuthenticator {
+  private readonly cache = new Map<string, Cached>();
+
+  constructor(
+    private readonly store: TokenStore,
+    private readonly clock: () => number,
+    private readonly cacheMs: number,
+  ) {}
+
+  async authenticate(token: string): Promise<Principal | undefined> {
+    const id = parseToken(token);
+    if (id === undefined) return undefined;
+    const { record, principal } = await this.lookup(id);
+    if (!record || !sameHash(hashToken(token), record.secretHash)) return undefined;
+    const now = this.clock();
+    if (record.revokedAt !== null && record.revokedAt <= now) return undefined;
+    if (record.expiresAt !== null && record.expiresAt <= now) return undefined;
+    return principal;
+  }
+
+  private async lookup(id: string): Promise<Cached> {
+    const now = this.clock();
+    const hit = this.cache.get(id);
+    if (hit && now - hit.fetchedAt < this.cacheMs) return hit;
+    const record = await this.store.findToken(id);
+    const principal = record && { subject: record.subject, scopes: new Set(record.scopes), tokenId: record.id };
+    if (this.cache.size >= CACHE_MAX) this.cache.clear();
+    const entry = { record, principal, fetchedAt: now };
+    this.cache.set(id, entry);
+    return entry;
+  }
+}

@@ -1,0 +1,62 @@
+import { createHash, randomInt, timingSafeEqual } from 'node:crypto';
+import { crc32 } from 'node:zlib';
+
+/**
+ * API tokens look like `pst_<id:12><secret:32><checksum:6>`, all base62. The prefix makes a
+ * leaked token easy to recognise (and to scan for); the CRC32 checksum, as in GitHub's tokens,
+ * lets a typo or a guess be refused before any lookup. The id is the public half: `token list`
+ * shows it and the store finds the token by it, so lookups never depend on the secret.
+ */
+export const TOKEN_PREFIX = 'pst_';
+const ALPHABET = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
+const ID_LENGTH = 12;
+const SECRET_LENGTH = 32; // 32 base62 characters ≈ 190 bits
+const CHECKSUM_LENGTH = 6;
+const TOKEN_SHAPE = new RegExp(
+  `^${TOKEN_PREFIX}([0-9A-Za-z]{${ID_LENGTH}})[0-9A-Za-z]{${SECRET_LENGTH}}([0-9A-Za-z]{${CHECKSUM_LENGTH}})$`,
+);
+
+export const SCOPES = ['plants:read', 'plants:write', 'plants:admin'] as const;
+export type Scope = (typeof SCOPES)[number];
+
+function randomBase62(length: number): string {
+  let out = '';
+  for (let i = 0; i < length; i++) out += ALPHABET[randomInt(ALPHABET.length)];
+  return out;
+}
+
+function checksum(text: string): string {
+  let n = crc32(text);
+  let out = '';
+  for (let i = 0; i < CHECKSUM_LENGTH; i++) {
+    out = ALPHABET[n % 62]! + out;
+    n = Math.floor(n / 62);
+  }
+  return out;
+}
+
+export function hashToken(token: string): Buffer {
+  return createHash('sha256').update(token).digest();
+}
+
+/** Compares digests, never secrets, in time independent of where they differ. */
+export function sameHash(a: Buffer, b: Buffer): boolean {
+  return a.length === b.length && timingSafeEqual(a, b);
+}
+
+export function mintToken(): { id: string; token: string } {
+  const id = randomBase62(ID_LENGTH);
+  const body = `${TOKEN_PREFIX}${id}${randomBase62(SECRET_LENGTH)}`;
+  return { id, token: body + checksum(body) };
+}
+
+/** The token's id when it has the right shape and checksum; undefined otherwise. */
+export function parseToken(token: string): string | undefined {
+  const m = TOKEN_SHAPE.exec(token);
+  if (!m) return undefined;
+  return checksum(token.slice(0, -CHECKSUM_LENGTH)) === m[2] ? m[1] : undefined;
+}
+
+export function isScope(text: string): text is Scope {
+  return (SCOPES as readonly string[]).includes(text);
+}

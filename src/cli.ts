@@ -1,0 +1,186 @@
+import { parseArgs } from 'node:util';
+import { TokenInputError, TokenService } from './auth/token.service.js';
+import { ConfigError, loadConfig, parseDuration } from './config.js';
+import { serve } from './server.js';
+import { openStore } from './store/open-store.js';
+import type { Store, TokenRecord } from './store/store.js';
+
+const USAGE = `Usage: plant-store <command>
+
+Commands:
+  serve                         run the HTTP service (applies migrations first)
+  migrate                       apply schema migrations
+  token create --subject <user> --scopes <s1,s2> [--expires-in 30d|12h|90s] [--json]
+                                issue an API token; the secret is printed once
+  token list [--json]           list tokens (never their secrets)
+  token revoke <token-id>       revoke a token; running servers refuse it within 5 seconds
+
+Scopes: plants:read, plants:write, plants:admin.
+Settings come from the environment: PORT, HOST, DATABASE_URL, LOG_LEVEL, RATE_LIMIT, BODY_LIMIT.`;
+
+/** A mistake in how the command was called: usage goes to stderr and the exit code is 2. */
+class UsageError extends Error {}
+
+const out = (text: string): void => void process.stdout.write(`${text}\n`);
+const err = (text: string): void => void process.stderr.write(`${text}\n`);
+
+/** Opens the configured store, brought up to date, for one command. */
+async function withStore<T>(run: (store: Store) => Promise<T>): Promise<T> {
+  const store = await openStore(loadConfig().database);
+  try {
+    const applied = await store.migrate();
+    if (applied.length > 0) err(`Applied migrations ${applied.join(', ')}.`);
+    return await run(store);
+  } finally {
+    await store.close();
+  }
+}
+
+const iso = (ms: number | null): string | null => (ms === null ? null : new Date(ms).toISOString());
+
+function status(token: TokenRecord, now: number): string {
+  if (token.revokedAt !== null) return 'revoked';
+  if (token.expiresAt !== null && token.expiresAt <= now) return 'expired';
+  return 'active';
+}
+
+function table(rows: string[][]): string {
+  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
+  return rows
+    .map((r) =>
+      r
+        .map((cell, i) => cell.padEnd(widths[i]!))
+        .join('  ')
+        .trimEnd(),
+    )
+    .join('\n');
+}
+
+async function tokenCreate(args: string[]): Promise<void> {
+  const { values } = parseArgs({
+    args,
+    options: {
+      subject: { type: 'string' },
+      scopes: { type: 'string' },
+      'expires-in': { type: 'string' },
+      json: { type: 'boolean', default: false },
+    },
+  });
+  if (values.subject === undefined || values.scopes === undefined) {
+    throw new UsageError('token create needs --subject <user> and --scopes <scope,...>');
+  }
+  let expiresInMs: number | undefined;
+  if (values['expires-in'] !== undefined) {
+    expiresInMs = parseDuration(values['expires-in']);
+    if (expiresInMs === undefined) throw new UsageError('--expires-in takes a duration such as 30d, 12h or 90s');
+  }
+  const scopes = values.scopes
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s !== '');
+  const issued = await withStore((store) =>
+    new TokenService(store).create({ subject: values.subject!, scopes, expiresInMs }),
+  );
+  if (values.json) {
+    const { id, token, subject, scopes: granted, expiresAt } = issued;
+    out(JSON.stringify({ id, token, subject, scopes: granted, expiresAt: iso(expiresAt) }));
+    return;
+  }
+  // The secret alone on stdout (TOKEN=$(plant-store token create …) works); the rest on stderr.
+  out(issued.token);
+  err(
+    `Created token ${issued.id} for ${issued.subject} (${issued.scopes.join(',')}), ` +
+      `${issued.expiresAt === null ? 'no expiry' : `expires ${iso(issued.expiresAt)}`}. ` +
+      'Copy the secret now: it is not stored and cannot be shown again.',
+  );
+}
+
+async function tokenList(args: string[]): Promise<void> {
+  const { values } = parseArgs({ args, options: { json: { type: 'boolean', default: false } } });
+  const tokens = await withStore((store) => new TokenService(store).list());
+  const now = Date.now();
+  if (values.json) {
+    const rows = tokens.map((t) => ({
+      id: t.id,
+      subject: t.subject,
+      scopes: t.scopes,
+      createdAt: iso(t.createdAt),
+      expiresAt: iso(t.expiresAt),
+      revokedAt: iso(t.revokedAt),
+      status: status(t, now),
+    }));
+    out(JSON.stringify(rows));
+    return;
+  }
+  if (tokens.length === 0) {
+    err('No tokens yet. Create one with: plant-store token create --subject <user> --scopes plants:read,plants:write');
+    return;
+  }
+  const header = ['ID', 'SUBJECT', 'SCOPES', 'CREATED', 'EXPIRES', 'STATUS'];
+  const rows = tokens.map((t) => [
+    t.id,
+    t.subject,
+    t.scopes.join(','),
+    iso(t.createdAt)!,
+    iso(t.expiresAt) ?? 'never',
+    status(t, now),
+  ]);
+  out(table([header, ...rows]));
+}
+
+async function tokenRevoke(args: string[]): Promise<number> {
+  const { positionals } = parseArgs({ args, allowPositionals: true, options: {} });
+  if (positionals.length !== 1) throw new UsageError('token revoke takes one token id (see plant-store token list)');
+  const id = positionals[0]!;
+  if (!(await withStore((store) => new TokenService(store).revoke(id)))) {
+    err(`No token with id ${id}.`);
+    return 1;
+  }
+  err(`Revoked token ${id}. Running servers refuse it within 5 seconds.`);
+  return 0;
+}
+
+async function run(argv: string[]): Promise<number> {
+  const [command, sub, ...rest] = argv;
+  switch (command) {
+    case 'serve':
+      if (sub !== undefined) throw new UsageError('serve takes no arguments; settings come from the environment');
+      await serve(loadConfig());
+      return 0;
+    case 'migrate':
+      await withStore(async () => err('The database schema is up to date.'));
+      return 0;
+    case 'token':
+      if (sub === 'create') return tokenCreate(rest).then(() => 0);
+      if (sub === 'list') return tokenList(rest).then(() => 0);
+      if (sub === 'revoke') return tokenRevoke(rest);
+      throw new UsageError(`unknown token command "${sub ?? ''}": use create, list or revoke`);
+    case undefined:
+    case 'help':
+    case '--help':
+    case '-h':
+      out(USAGE);
+      return command === undefined ? 2 : 0;
+    default:
+      throw new UsageError(`unknown command "${command}"`);
+  }
+}
+
+run(process.argv.slice(2)).then(
+  (code) => {
+    if (code !== 0) process.exitCode = code;
+  },
+  (error: unknown) => {
+    const usage = error instanceof UsageError || (error as { code?: string }).code?.startsWith('ERR_PARSE_ARGS');
+    if (usage) {
+      err(`plant-store: ${(error as Error).message}\n\n${USAGE}`);
+      process.exitCode = 2;
+    } else if (error instanceof ConfigError || error instanceof TokenInputError) {
+      err(`plant-store: ${error.message}`);
+      process.exitCode = 2;
+    } else {
+      err(`plant-store: ${error instanceof Error ? error.message : String(error)}`);
+      process.exitCode = 1;
+    }
+  },
+);

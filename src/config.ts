@@ -1,0 +1,111 @@
+// The only reader of process.env: environment → validated, frozen Config (STYLE.md, "Config once").
+
+export interface RateLimit {
+  readonly max: number;
+  readonly windowMs: number;
+}
+
+export type DatabaseTarget =
+  | { readonly engine: 'sqlite'; readonly path: string } // ':memory:' for an in-memory store
+  | { readonly engine: 'postgres'; readonly url: string };
+
+export interface Config {
+  readonly port: number;
+  readonly host: string;
+  readonly database: DatabaseTarget;
+  readonly logLevel: string;
+  readonly rateLimit: RateLimit | null;
+  readonly bodyLimit: number;
+  /** Time a client has to send the request headers (slowloris defence). */
+  readonly headersTimeoutMs: number;
+  /** Time a client has to send the whole request. */
+  readonly requestTimeoutMs: number;
+  /** How long SIGTERM waits for in-flight requests before exiting anyway. */
+  readonly shutdownGraceMs: number;
+  /** How long a token check may be answered from memory; bounds how late a revocation takes effect. */
+  readonly tokenCacheMs: number;
+}
+
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+}
+
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+const DURATION_UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+const SIZE_UNITS: Record<string, number> = { b: 1, kb: 1024, mb: 1024 * 1024 };
+
+/** `90s`, `12h`, `30d`, `1m`, `500ms` → milliseconds; `undefined` when the text is not a duration. */
+export function parseDuration(text: string): number | undefined {
+  const m = /^([0-9]{1,9})(ms|s|m|h|d)$/.exec(text.trim());
+  if (!m) return undefined;
+  const ms = Number(m[1]) * (DURATION_UNITS[m[2]!] ?? 0);
+  return ms > 0 ? ms : undefined;
+}
+
+export function parseRateLimit(text: string): RateLimit | null {
+  if (text.trim().toLowerCase() === 'off') return null;
+  const m = /^([0-9]{1,9})\/([0-9]{0,9}(?:ms|s|m|h|d))$/.exec(text.trim());
+  const window = m ? parseDuration(/^[0-9]/.test(m[2]!) ? m[2]! : `1${m[2]!}`) : undefined;
+  const max = m ? Number(m[1]) : 0;
+  if (!m || window === undefined || max < 1) {
+    throw new ConfigError(`RATE_LIMIT must look like 600/1m, 100/s or 20/30s, or be "off"; got "${text}"`);
+  }
+  return { max, windowMs: window };
+}
+
+export function parseSize(text: string, name: string): number {
+  const m = /^([0-9]{1,9})\s*(b|kb|mb)?$/i.exec(text.trim());
+  const bytes = m ? Number(m[1]) * (SIZE_UNITS[(m[2] ?? 'b').toLowerCase()] ?? 0) : 0;
+  if (!m || bytes < 1) throw new ConfigError(`${name} must be a size such as 16kb, 1mb or 4096; got "${text}"`);
+  return bytes;
+}
+
+export function parseDatabaseUrl(text: string): DatabaseTarget {
+  if (text.startsWith('sqlite:')) {
+    const path = text.slice('sqlite:'.length).replace(/^\/\//, '');
+    if (path === '') throw new ConfigError('DATABASE_URL "sqlite:" needs a path, e.g. sqlite:data/plant-store.db');
+    return { engine: 'sqlite', path };
+  }
+  if (/^postgres(ql)?:\/\//.test(text)) return { engine: 'postgres', url: text };
+  throw new ConfigError('DATABASE_URL must start with sqlite: or postgres:// (e.g. sqlite:data/plant-store.db)');
+}
+
+function parsePort(text: string): number {
+  const port = /^[0-9]{1,5}$/.test(text) ? Number(text) : -1;
+  if (port < 0 || port > 65535) throw new ConfigError(`PORT must be a number from 0 to 65535; got "${text}"`);
+  return port;
+}
+
+function durationSetting(env: NodeJS.ProcessEnv, name: string, fallback: string): number {
+  const text = env[name] ?? fallback;
+  const ms = parseDuration(text);
+  if (ms === undefined) throw new ConfigError(`${name} must be a duration such as 500ms, 10s or 1m; got "${text}"`);
+  return ms;
+}
+
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const logLevel = (env.LOG_LEVEL ?? 'info').toLowerCase();
+  if (!LOG_LEVELS.includes(logLevel)) {
+    throw new ConfigError(`LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}; got "${env.LOG_LEVEL}"`);
+  }
+  return Object.freeze({
+    port: parsePort(env.PORT ?? '8080'),
+    host: env.HOST ?? '127.0.0.1',
+    database: Object.freeze(parseDatabaseUrl(env.DATABASE_URL ?? 'sqlite:data/plant-store.db')),
+    logLevel,
+    rateLimit: parseRateLimit(env.RATE_LIMIT ?? '600/1m'),
+    bodyLimit: parseSize(env.BODY_LIMIT ?? '16kb', 'BODY_LIMIT'),
+    headersTimeoutMs: durationSetting(env, 'HEADERS_TIMEOUT', '10s'),
+    requestTimeoutMs: durationSetting(env, 'REQUEST_TIMEOUT', '30s'),
+    shutdownGraceMs: durationSetting(env, 'SHUTDOWN_GRACE', '10s'),
+    tokenCacheMs: 2000,
+  });
+}
+
+/** A config for tests and tools: defaults, an in-memory store, no rate limit, overridable. */
+export function testConfig(overrides: Partial<Config> = {}): Config {
+  return Object.freeze({
+    ...loadConfig({ DATABASE_URL: 'sqlite::memory:', RATE_LIMIT: 'off', LOG_LEVEL: 'silent' }),
+    ...overrides,
+  });
+}

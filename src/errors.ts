@@ -1,0 +1,71 @@
+import { STATUS_CODES } from 'node:http';
+import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
+
+/** The one way code below the routes says "answer with this status": the handler writes the body. */
+export class HttpError extends Error {
+  override name = 'HttpError';
+  constructor(
+    readonly statusCode: number,
+    message: string,
+    readonly headers: Readonly<Record<string, string>> = {},
+  ) {
+    super(message);
+  }
+}
+
+export interface ErrorBody {
+  error: number;
+  message: string;
+}
+
+export function errorBody(status: number, message: string): ErrorBody {
+  return { error: status, message };
+}
+
+interface ValidationIssue {
+  instancePath: string;
+  keyword: string;
+  message?: string;
+  params: Record<string, unknown>;
+  parentSchema?: { description?: string };
+}
+
+/** Turns the first schema violation into a sentence a caller can act on. */
+function describeValidation(part: string, issue: ValidationIssue): string {
+  const where = `${part}${issue.instancePath.replaceAll('/', '.')}`;
+  switch (issue.keyword) {
+    case 'required':
+      return `${where} must have the property "${String(issue.params.missingProperty)}"`;
+    case 'additionalProperties':
+      return `${where} has an unknown property "${String(issue.params.additionalProperty)}"`;
+    case 'type':
+      return `${where} must be ${String(issue.params.type)}`;
+    default: {
+      const description = issue.parentSchema?.description;
+      return description ? `${where} must be ${description}` : `${where} ${issue.message ?? 'is invalid'}`;
+    }
+  }
+}
+
+/**
+ * Maps any error to a status and message. Statuses come from typed errors and Fastify's error
+ * codes, never from message text (STYLE.md, "One error path").
+ */
+export function classify(error: FastifyError | HttpError): { status: number; message: string } {
+  if (error instanceof HttpError) return { status: error.statusCode, message: error.message };
+  const validation = (error).validation as ValidationIssue[] | undefined;
+  if (validation?.[0]) {
+    return { status: 400, message: describeValidation(error.validationContext ?? 'request', validation[0]) };
+  }
+  const status = error.statusCode ?? 500;
+  if (status >= 400 && status < 500) return { status, message: error.message || STATUS_CODES[status] || 'error' };
+  return { status: status >= 500 && status < 600 ? status : 500, message: 'internal server error' };
+}
+
+export function errorHandler(error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
+  const { status, message } = classify(error);
+  if (status >= 500) request.log.error({ err: error }, 'request failed');
+  else request.log.info({ status, reason: message }, 'request rejected');
+  if (error instanceof HttpError) void reply.headers(error.headers);
+  void reply.code(status).send(errorBody(status, message));
+}

@@ -1,0 +1,20 @@
+import { ErrorSchema } from '../plants/plant.schema.js';
+
+const DESCRIPTIONS: Record<number, string> = {
+  400: 'The request is malformed: bad JSON, a value outside its rules, a bad cursor, or two Authorization headers.',
+  401: 'No bearer token, or one that is malformed, unknown, expired or revoked. See `WWW-Authenticate`.',
+  403: 'The token lacks the scope this operation needs. See `WWW-Authenticate`.',
+  404: 'No such plant among those the caller can reach.',
+  409: 'Another plant already has this id.',
+  413: 'The body is larger than the limit (16 KiB by default).',
+  415: 'The body is not `application/json`.',
+  429: 'Too many requests for this token. See `Retry-After` and `RateLimit-*`.',
+  503: 'The database is unavailable or the server is shutting down. See `Retry-After`.',
+};
+
+/** Error responses for a route schema: each status the route can send, with the Error body. */
+export function errorResponses(...statuses: number[]): Record<number, typeof ErrorSchema> {
+  return Object.fromEntries(
+    statuses.map((status) => [status, { ...ErrorSchema, description: DESCRIPTIONS[status] ?? 'Error' }]),
+  );
+}

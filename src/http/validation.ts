@@ -1,0 +1,93 @@
+import { Ajv, type AnySchema, type ValidateFunction } from 'ajv';
+import type { FastifySchemaCompiler } from 'fastify';
+
+/**
+ * One schema serves validation and the OpenAPI document. Two places need more than Ajv offers,
+ * so the schema is rewritten (mechanically, never by hand) before Ajv compiles it:
+ *  - `{type: integer, format: int64}` becomes the `int64` keyword, because Ajv has no bigint: in a
+ *    body the strict JSON reader hands over bigints; in a path or query string a decimal text is
+ *    turned into a bigint. An id never becomes a JS number.
+ *  - other integers in a path or query string become the `decimal` keyword: plain digits only.
+ *    Ajv's own coercion would take " 5", "0x10" and "1e2" as numbers.
+ */
+
+export const INT64_MIN = -(2n ** 63n);
+export const INT64_MAX = 2n ** 63n - 1n;
+
+type Schema = Record<string, unknown>;
+
+interface DataContext {
+  parentData: Record<string | number, unknown>;
+  parentDataProperty: string | number;
+}
+
+function rewrite(schema: unknown, fromText: boolean): unknown {
+  if (Array.isArray(schema)) return schema.map((s) => rewrite(s, fromText));
+  if (schema === null || typeof schema !== 'object') return schema;
+  const out: Schema = {};
+  for (const [key, value] of Object.entries(schema)) out[key] = rewrite(value, fromText);
+  if (out.type === 'integer' && out.format === 'int64') {
+    const { type: _type, format: _format, ...rest } = out;
+    return { ...rest, int64: fromText ? 'text' : 'json' };
+  }
+  if (out.type === 'integer' && fromText) {
+    const { type: _type, minimum, maximum, ...rest } = out;
+    return { ...rest, decimal: { minimum, maximum } };
+  }
+  return out;
+}
+
+function replace(ctx: DataContext | undefined, value: unknown): void {
+  if (ctx) ctx.parentData[ctx.parentDataProperty] = value;
+}
+
+/** A decimal text such as "-12" or "0042" → bigint; anything else → undefined. */
+export function parseDecimalBigInt(text: string): bigint | undefined {
+  if (!/^-?[0-9]{1,40}$/.test(text)) return undefined;
+  const value = BigInt(text);
+  return value >= INT64_MIN && value <= INT64_MAX ? value : undefined;
+}
+
+function makeAjv(): Ajv {
+  const ajv = new Ajv({
+    allErrors: false,
+    useDefaults: true,
+    coerceTypes: false,
+    strict: false,
+    // parentSchema in errors lets the error handler quote a field's description.
+    verbose: true,
+  });
+  ajv.addKeyword({
+    keyword: 'int64',
+    modifying: true,
+    errors: false,
+    validate(mode: 'json' | 'text', data: unknown, _schema?: unknown, ctx?: DataContext) {
+      if (typeof data === 'bigint') return data >= INT64_MIN && data <= INT64_MAX;
+      if (mode !== 'text' || typeof data !== 'string') return false;
+      const value = parseDecimalBigInt(data);
+      replace(ctx, value);
+      return value !== undefined;
+    },
+  });
+  ajv.addKeyword({
+    keyword: 'decimal',
+    modifying: true,
+    errors: false,
+    validate(range: { minimum?: number; maximum?: number }, data: unknown, _schema?: unknown, ctx?: DataContext) {
+      const value = typeof data === 'string' && /^[0-9]{1,15}$/.test(data) ? Number(data) : data;
+      if (typeof value !== 'number' || !Number.isInteger(value)) return false;
+      replace(ctx, value);
+      return value >= (range.minimum ?? -Infinity) && value <= (range.maximum ?? Infinity);
+    },
+  });
+  return ajv;
+}
+
+export function createValidatorCompiler(): FastifySchemaCompiler<unknown> {
+  const bodies = makeAjv();
+  const texts = makeAjv();
+  return ({ schema, httpPart }): ValidateFunction => {
+    const fromText = httpPart !== 'body';
+    return (fromText ? texts : bodies).compile(rewrite(schema, fromText) as AnySchema);
+  };
+}

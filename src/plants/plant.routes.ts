@@ -1,0 +1,79 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import Type from 'typebox';
+import { errorResponses } from '../http/responses.js';
+import { LIMIT_DEFAULT, ListQuery, NewPlant, Plant, PlantIdParams } from './plant.schema.js';
+import type { PlantService } from './plant.service.js';
+
+const security = [{ bearerAuth: [] }];
+
+export const createPlantSchema = {
+  operationId: 'addPlant',
+  summary: 'Create a plant',
+  description:
+    'Creates a plant owned by the caller. Sending the same body again is a safe retry and answers 200 with the same plant; an id held by any other plant answers 409.',
+  tags: ['plants'],
+  security,
+  body: NewPlant,
+  response: { 200: Plant, ...errorResponses(400, 401, 403, 409, 413, 415, 429, 503) },
+};
+
+export const listPlantsSchema = {
+  operationId: 'findPlants',
+  summary: 'List plants',
+  description:
+    'The plants the caller has access to (its own; every plant with plants:admin), in ascending id order. When more follow, a `Link: <…>; rel="next"` header points at the next page.',
+  tags: ['plants'],
+  security,
+  querystring: ListQuery,
+  'x-response-headers': {
+    Link: {
+      description:
+        'RFC 8288 link to the next page, present when more plants follow: `</plants?limit=…&cursor=…>; rel="next"`',
+      schema: { type: 'string' },
+    },
+  },
+  response: { 200: Type.Array(Plant), ...errorResponses(400, 401, 403, 429, 503) },
+};
+
+export const deletePlantSchema = {
+  operationId: 'deletePlant',
+  summary: 'Delete a plant',
+  description:
+    "Deletes one of the caller's plants (any plant with plants:admin). A plant the caller cannot reach answers 404, as a missing one does.",
+  tags: ['plants'],
+  security,
+  params: PlantIdParams,
+  response: { 204: Type.Null({ description: 'deleted' }), ...errorResponses(400, 401, 403, 404, 429, 503) },
+};
+
+function nextLink(limit: number, tag: string | undefined, cursor: string): string {
+  const query = new URLSearchParams({ limit: String(limit) });
+  if (tag !== undefined) query.set('tag', tag);
+  query.set('cursor', cursor);
+  return `</plants?${query.toString()}>; rel="next"`; // RFC 8288
+}
+
+/** The three operations: schema → service → reply, nothing else. */
+export function plantRoutes(service: PlantService): FastifyPluginAsyncTypebox {
+  return async (app) => {
+    app.post('/plants', { schema: createPlantSchema, config: { scope: 'plants:write' } }, (request) =>
+      service.create(request.principal, request.body),
+    );
+
+    app.get('/plants', { schema: listPlantsSchema, config: { scope: 'plants:read' } }, async (request, reply) => {
+      const { limit = LIMIT_DEFAULT, cursor, tag } = request.query;
+      const { plants, next } = await service.list(request.principal, { limit, cursor, tag });
+      if (next !== undefined) void reply.header('link', nextLink(limit, tag, next));
+      return plants;
+    });
+
+    app.delete(
+      '/plants/:id',
+      { schema: deletePlantSchema, config: { scope: 'plants:write' } },
+      async (request, reply) => {
+        await service.delete(request.principal, request.params.id);
+        return reply.code(204).send(null);
+      },
+    );
+  };
+}

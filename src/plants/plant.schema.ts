@@ -1,0 +1,83 @@
+import Type, { type Static } from 'typebox';
+
+// Code points, not UTF-16 units: Ajv compiles patterns with the `u` flag, where a lone surrogate
+// is its own code point in U+D800–U+DFFF and a valid pair is one astral code point.
+const textPattern = (max: number): string => `^[^\\u0000-\\u001f\\u007f\\ud800-\\udfff]{1,${max}}$`;
+const TEXT_RULE = 'Unicode code points, no control characters (U+0000–U+001F, U+007F), no lone surrogates';
+
+export const NAME_MAX = 200;
+export const TAG_MAX = 100;
+
+export const PlantName = Type.String({
+  minLength: 1,
+  maxLength: NAME_MAX,
+  pattern: textPattern(NAME_MAX),
+  description: `1 to ${NAME_MAX} ${TEXT_RULE}`,
+});
+
+const tagRule = { minLength: 1, maxLength: TAG_MAX, pattern: textPattern(TAG_MAX) };
+export const PlantTag = Type.String({ ...tagRule, description: `1 to ${TAG_MAX} ${TEXT_RULE}` });
+
+/** An int64 carried exactly: a JSON integer in a body, decimal text in a path (see validation.ts). */
+export const Int64 = Type.Unsafe<bigint>({
+  type: 'integer',
+  format: 'int64',
+  description: 'an integer from -9223372036854775808 to 9223372036854775807',
+});
+
+export const Plant = Type.Object(
+  { name: PlantName, tag: Type.Optional(PlantTag) },
+  { additionalProperties: false, description: 'A plant. `tag` is present only when the plant has one.' },
+);
+export type Plant = Static<typeof Plant>;
+
+export const NewPlant = Type.Object(
+  {
+    id: Int64,
+    name: PlantName,
+    tag: Type.Optional(
+      Type.Unsafe<string | null>({
+        type: ['string', 'null'],
+        ...tagRule,
+        description: `null (no tag) or 1 to ${TAG_MAX} ${TEXT_RULE}`,
+      }),
+    ),
+  },
+  { additionalProperties: false, description: 'A plant to create. Ids are unique in the whole store.' },
+);
+export type NewPlant = Static<typeof NewPlant>;
+
+export const ErrorSchema = Type.Object(
+  {
+    error: Type.Integer({ format: 'int32', description: 'the HTTP status code' }),
+    message: Type.String({ minLength: 1, description: 'what went wrong, for a person' }),
+  },
+  { additionalProperties: false },
+);
+
+export const LIMIT_MAX = 1000;
+export const LIMIT_DEFAULT = 100;
+
+export const ListQuery = Type.Object({
+  limit: Type.Optional(
+    Type.Integer({
+      format: 'int32',
+      minimum: 1,
+      maximum: LIMIT_MAX,
+      default: LIMIT_DEFAULT,
+      description: `how many plants to return at most: 1 to ${LIMIT_MAX}`,
+    }),
+  ),
+  cursor: Type.Optional(
+    Type.String({
+      minLength: 1,
+      maxLength: 64,
+      description: 'an opaque position, taken from the `Link: <…>; rel="next"` header of the previous page',
+    }),
+  ),
+  tag: Type.Optional(Type.String({ ...tagRule, description: 'only plants with exactly this tag' })),
+});
+export type ListQuery = Static<typeof ListQuery>;
+
+export const PlantIdParams = Type.Object({ id: Int64 });
+export type PlantIdParams = Static<typeof PlantIdParams>;

@@ -1,0 +1,162 @@
+import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import Database from 'better-sqlite3';
+import { sqliteMigrations } from './migrations/sqlite.js';
+import type { CreateResult, PlantPage, PlantRecord, Store, TokenRecord } from './store.js';
+
+interface PlantRow {
+  id: bigint;
+  owner: string;
+  name: string;
+  tag: string | null;
+}
+
+interface TokenRow {
+  id: string;
+  secret_hash: Buffer;
+  subject: string;
+  scopes: string;
+  created_at: number;
+  expires_at: number | null;
+  revoked_at: number | null;
+}
+
+const toToken = (row: TokenRow): TokenRecord => ({
+  id: row.id,
+  secretHash: row.secret_hash,
+  subject: row.subject,
+  scopes: row.scopes.split(' '),
+  createdAt: row.created_at,
+  expiresAt: row.expires_at,
+  revokedAt: row.revoked_at,
+});
+
+/** Opens (creating when missing) a SQLite store with the durability the contract needs. */
+export function openSqlite(path: string): SqliteStore {
+  if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
+  const db = new Database(path);
+  db.pragma('busy_timeout = 5000');
+  if (path !== ':memory:') {
+    db.pragma('journal_mode = WAL');
+    if (db.pragma('journal_mode', { simple: true }) !== 'wal') throw new Error(`could not put ${path} in WAL mode`);
+  }
+  // FULL: in WAL mode every commit is fsynced before it returns, so a 200 survives power loss.
+  db.pragma('synchronous = FULL');
+  if (db.pragma('synchronous', { simple: true }) !== 2) throw new Error('could not set synchronous=FULL');
+  return new SqliteStore(db);
+}
+
+export class SqliteStore implements Store {
+  readonly engine = 'sqlite' as const;
+  private statements: ReturnType<SqliteStore['prepare']> | undefined;
+
+  constructor(private readonly db: Database.Database) {}
+
+  // Prepared once, after migrations created the tables.
+  private prepare() {
+    const db = this.db;
+    const plants = (sql: string) => db.prepare(sql).safeIntegers(true);
+    const list = (where: string) =>
+      plants(`SELECT id, owner, name, tag FROM plants WHERE ${where} id >= ? ORDER BY id LIMIT ?`);
+    return {
+      insert: plants('INSERT INTO plants (id, owner, name, tag) VALUES (?, ?, ?, ?) ON CONFLICT (id) DO NOTHING'),
+      byId: plants('SELECT id, owner, name, tag FROM plants WHERE id = ?'),
+      listAll: list(''),
+      listTag: list('tag = ? AND'),
+      listOwner: list('owner = ? AND'),
+      listOwnerTag: list('owner = ? AND tag = ? AND'),
+      delete: plants('DELETE FROM plants WHERE id = ?'),
+      deleteOwn: plants('DELETE FROM plants WHERE id = ? AND owner = ?'),
+      tokenInsert: db.prepare(
+        'INSERT INTO api_tokens (id, secret_hash, subject, scopes, created_at, expires_at, revoked_at) VALUES (?, ?, ?, ?, ?, ?, ?)',
+      ),
+      tokenById: db.prepare('SELECT * FROM api_tokens WHERE id = ?'),
+      tokenAll: db.prepare('SELECT * FROM api_tokens ORDER BY created_at, id'),
+      tokenRevoke: db.prepare('UPDATE api_tokens SET revoked_at = coalesce(revoked_at, ?) WHERE id = ?'),
+    };
+  }
+
+  private get sql() {
+    this.statements ??= this.prepare();
+    return this.statements;
+  }
+
+  migrate(): Promise<number[]> {
+    const db = this.db;
+    db.exec(
+      'CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL) STRICT',
+    );
+    const applied: number[] = [];
+    // IMMEDIATE takes the write lock first, so two processes migrating at once apply each step once.
+    const step = db.transaction((m: (typeof sqliteMigrations)[number]) => {
+      if (db.prepare('SELECT 1 FROM schema_migrations WHERE version = ?').get(m.version)) return;
+      db.exec(m.sql);
+      db.prepare('INSERT INTO schema_migrations VALUES (?, ?, ?)').run(m.version, m.name, Date.now());
+      applied.push(m.version);
+    });
+    for (const m of sqliteMigrations) step.immediate(m);
+    return Promise.resolve(applied);
+  }
+
+  createPlant(plant: PlantRecord): Promise<CreateResult> {
+    const { insert, byId } = this.sql;
+    for (;;) {
+      if (insert.run(plant.id, plant.owner, plant.name, plant.tag).changes === 1) {
+        return Promise.resolve({ created: true });
+      }
+      // Another process may delete the holder between the two statements: then insert again.
+      const existing = byId.get(plant.id) as PlantRow | undefined;
+      if (existing) return Promise.resolve({ created: false, existing });
+    }
+  }
+
+  listPlants({ owner, tag, fromId, limit }: PlantPage): Promise<PlantRecord[]> {
+    const s = this.sql;
+    const rows =
+      owner === null
+        ? tag === null
+          ? s.listAll.all(fromId, limit)
+          : s.listTag.all(tag, fromId, limit)
+        : tag === null
+          ? s.listOwner.all(owner, fromId, limit)
+          : s.listOwnerTag.all(owner, tag, fromId, limit);
+    return Promise.resolve(rows as PlantRow[]);
+  }
+
+  deletePlant(id: bigint, owner: string | null): Promise<boolean> {
+    const result = owner === null ? this.sql.delete.run(id) : this.sql.deleteOwn.run(id, owner);
+    return Promise.resolve(result.changes === 1);
+  }
+
+  createToken(t: TokenRecord): Promise<void> {
+    this.sql.tokenInsert.run(t.id, t.secretHash, t.subject, t.scopes.join(' '), t.createdAt, t.expiresAt, t.revokedAt);
+    return Promise.resolve();
+  }
+
+  findToken(id: string): Promise<TokenRecord | undefined> {
+    const row = this.sql.tokenById.get(id) as TokenRow | undefined;
+    return Promise.resolve(row && toToken(row));
+  }
+
+  listTokens(): Promise<TokenRecord[]> {
+    return Promise.resolve((this.sql.tokenAll.all() as TokenRow[]).map(toToken));
+  }
+
+  revokeToken(id: string, at: number): Promise<boolean> {
+    return Promise.resolve(this.sql.tokenRevoke.run(at, id).changes === 1);
+  }
+
+  isReady(): Promise<boolean> {
+    try {
+      this.db.prepare('SELECT 1').get();
+      return Promise.resolve(true);
+    } catch {
+      return Promise.resolve(false);
+    }
+  }
+
+  close(): Promise<void> {
+    if (this.db.open) this.db.close();
+    return Promise.resolve();
+  }
+}
