@@ -25,12 +25,10 @@ const out = (text: string): void => void process.stdout.write(`${text}\n`);
 const err = (text: string): void => void process.stderr.write(`${text}\n`);
 
 /** Opens the configured store, brought up to date, for one command. */
-async function withStore<T>(run: (store: Store) => Promise<T>): Promise<T> {
+async function withStore<T>(run: (store: Store, applied: number[]) => Promise<T>): Promise<T> {
   const store = await openStore(loadConfig().database);
   try {
-    const applied = await store.migrate();
-    if (applied.length > 0) err(`Applied migrations ${applied.join(', ')}.`);
-    return await run(store);
+    return await run(store, await store.migrate());
   } finally {
     await store.close();
   }
@@ -148,7 +146,9 @@ async function run(argv: string[]): Promise<number> {
       await serve(loadConfig());
       return 0;
     case 'migrate':
-      await withStore(async () => err('The database schema is up to date.'));
+      await withStore(async (_store, applied) =>
+        err(applied.length > 0 ? `Applied migrations ${applied.join(', ')}.` : 'The database schema is up to date.'),
+      );
       return 0;
     case 'token':
       if (sub === 'create') return tokenCreate(rest).then(() => 0);

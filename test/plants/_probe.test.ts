@@ -1,0 +1,24 @@
+import { test } from 'node:test';
+import { READ_WRITE, json, makeApp } from '../helpers.js';
+test('probe', async (t) => {
+  const t0 = Date.now();
+  const h = await makeApp();
+  console.log('makeApp ms', Date.now() - t0);
+  t.after(() => h.close());
+  const tok = await h.token('alice', READ_WRITE);
+  const show = (r: { statusCode: number; headers: unknown; payload: string }) => console.log(r.statusCode, JSON.stringify(r.headers), JSON.stringify(r.payload));
+  show(await h.call(tok, { method: 'POST', url: '/plants', ...json('{"id":1,"name":"a b","tag":"a b"}') }));
+  show(await h.call(tok, { method: 'POST', url: '/plants', ...json('{"id":2,"name":"x","tag":"a b"}') }));
+  show(await h.call(tok, { method: 'GET', url: '/plants?limit=1&tag=a+b' }));
+  show(await h.call(tok, { method: 'DELETE', url: '/plants/' }));
+  show(await h.call(tok, { method: 'DELETE', url: '/plants/1' }));
+  show(await h.call(tok, { method: 'POST', url: '/plants', payload: '', headers: { 'content-type': 'application/json' } }));
+  show(await h.call(tok, { method: 'POST', url: '/plants', payload: Buffer.from([0x7b, 0xff, 0x7d]), headers: { 'content-type': 'application/json' } }));
+  show(await h.call(tok, { method: 'POST', url: '/plants', ...json('{"id":1e3,"name":"k"}') }));
+  show(await h.call(tok, { method: 'DELETE', url: '/plants/1000' }));
+  show(await h.call(tok, { method: 'GET', url: '/plants?limit=%205' }));
+  show(await h.call(tok, { method: 'POST', url: '/plants', ...json(JSON.stringify({id: 5, name: '\ud800'})) }));
+  show(await h.call(tok, { method: 'POST', url: '/plants', ...json('{"id":5,"name":"\\ud800"}') }));
+  show(await h.call(tok, { method: 'POST', url: '/plants', ...json('{"id":5,"name":"' + '🌱'.repeat(200) + '"}') }));
+  show(await h.call(tok, { method: 'POST', url: '/plants', ...json('{"id":6,"name":"' + '🌱'.repeat(201) + '"}') }));
+});

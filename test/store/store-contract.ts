@@ -1,0 +1,121 @@
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import type { PlantRecord, Store, TokenRecord } from '../../src/store/store.js';
+
+const MIN = -(2n ** 63n);
+const MAX = 2n ** 63n - 1n;
+
+const plant = (id: bigint, owner = 'alice', name = `plant ${id}`, tag: string | null = null): PlantRecord => ({
+  id,
+  owner,
+  name,
+  tag,
+});
+
+const page = (over: Partial<{ owner: string | null; tag: string | null; fromId: bigint; limit: number }> = {}) => ({
+  owner: null,
+  tag: null,
+  fromId: MIN,
+  limit: 1000,
+  ...over,
+});
+
+/** The storage contract: every engine's adapter must pass these, unchanged (STYLE.md §6). */
+export function storeContract(engine: string, open: () => Promise<Store>): void {
+  describe(`${engine} store`, () => {
+    const withStore = (name: string, body: (store: Store) => Promise<void>) =>
+      test(name, async (t) => {
+        const store = await open();
+        t.after(() => store.close());
+        await store.migrate();
+        await body(store);
+      });
+
+    withStore('migrate is idempotent: a second run applies nothing', async (store) => {
+      assert.deepEqual(await store.migrate(), []);
+    });
+
+    withStore('keeps int64 ids exactly across the whole range', async (store) => {
+      const ids = [MIN, -5n, 0n, 3n, 2n ** 53n, 2n ** 53n + 1n, MAX];
+      for (const id of ids) assert.deepEqual(await store.createPlant(plant(id)), { created: true });
+      const rows = await store.listPlants(page());
+      assert.deepEqual(
+        rows.map((r) => r.id),
+        ids,
+      );
+    });
+
+    withStore('round-trips text exactly, emoji and combining marks included', async (store) => {
+      const name = '🌵 Kaktus — naïve 日本 e\u0301 ' + '😀'.repeat(50);
+      await store.createPlant(plant(1n, 'ålice', name, '🏷️'));
+      assert.deepEqual(await store.listPlants(page()), [{ id: 1n, owner: 'ålice', name, tag: '🏷️' }]);
+    });
+
+    withStore('answers the holder of a taken id instead of inserting', async (store) => {
+      await store.createPlant(plant(7n, 'alice', 'fern', 'green'));
+      const again = await store.createPlant(plant(7n, 'bob', 'rose', null));
+      assert.deepEqual(again, { created: false, existing: plant(7n, 'alice', 'fern', 'green') });
+      assert.equal((await store.listPlants(page())).length, 1);
+    });
+
+    withStore('concurrent creates of one id: exactly one is created', async (store) => {
+      const results = await Promise.all(Array.from({ length: 20 }, (_, i) => store.createPlant(plant(42n, `u${i}`))));
+      assert.equal(results.filter((r) => r.created).length, 1);
+      assert.equal((await store.listPlants(page())).length, 1);
+    });
+
+    withStore('lists by owner, tag and position, in ascending id order, up to the limit', async (store) => {
+      await store.createPlant(plant(5n, 'alice', 'a', 'x'));
+      await store.createPlant(plant(-1n, 'bob', 'b', 'x'));
+      await store.createPlant(plant(3n, 'alice', 'c', null));
+      await store.createPlant(plant(9n, 'alice', 'd', 'X'));
+      const ids = async (over: Parameters<typeof page>[0]) => (await store.listPlants(page(over))).map((r) => r.id);
+      assert.deepEqual(await ids({}), [-1n, 3n, 5n, 9n]);
+      assert.deepEqual(await ids({ owner: 'alice' }), [3n, 5n, 9n]);
+      assert.deepEqual(await ids({ tag: 'x' }), [-1n, 5n]);
+      assert.deepEqual(await ids({ owner: 'alice', tag: 'x' }), [5n]);
+      assert.deepEqual(await ids({ fromId: 4n }), [5n, 9n]);
+      assert.deepEqual(await ids({ fromId: 5n, limit: 1 }), [5n]);
+      assert.deepEqual(await ids({ owner: 'carol' }), []);
+    });
+
+    withStore("deletes by id, and with an owner only that owner's plant", async (store) => {
+      await store.createPlant(plant(1n, 'alice'));
+      assert.equal(await store.deletePlant(1n, 'bob'), false);
+      assert.equal(await store.deletePlant(1n, 'alice'), true);
+      assert.equal(await store.deletePlant(1n, null), false);
+      await store.createPlant(plant(MAX, 'bob'));
+      assert.equal(await store.deletePlant(MAX, null), true);
+      assert.deepEqual(await store.listPlants(page()), []);
+    });
+
+    withStore('stores tokens, finds them by id, lists and revokes them once', async (store) => {
+      const token: TokenRecord = {
+        id: 'abc123def456',
+        secretHash: Buffer.alloc(32, 7),
+        subject: 'alice',
+        scopes: ['plants:read', 'plants:write'],
+        createdAt: 1_700_000_000_000,
+        expiresAt: 1_800_000_000_000,
+        revokedAt: null,
+      };
+      await store.createToken(token);
+      assert.deepEqual(await store.findToken(token.id), token);
+      assert.equal(await store.findToken('missing'), undefined);
+      assert.equal(await store.revokeToken(token.id, 1_750_000_000_000), true);
+      assert.equal(await store.revokeToken(token.id, 1_760_000_000_000), true);
+      assert.equal((await store.findToken(token.id))?.revokedAt, 1_750_000_000_000);
+      assert.equal(await store.revokeToken('missing', 1), false);
+      assert.deepEqual(
+        (await store.listTokens()).map((t) => t.id),
+        [token.id],
+      );
+    });
+
+    withStore('is ready while open and not after close', async (store) => {
+      assert.equal(await store.isReady(), true);
+      await store.close();
+      assert.equal(await store.isReady(), false);
+    });
+  });
+}
