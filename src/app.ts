@@ -34,7 +34,7 @@ function requestId(request: IncomingMessage): string {
 // Allowed methods of the API's paths, for 405 answers (RFC 9110 §15.5.6).
 const ALLOWED: ReadonlyArray<[RegExp, string]> = [
   [/^\/plants$/, 'GET, HEAD, POST'],
-  [/^\/plants\/[^/]+$/, 'DELETE'],
+  [/^\/plants\/[^/]*$/, 'DELETE'],
 ];
 
 /** The one constructor of the HTTP app: used by the server, every test and the OpenAPI export. It never listens. */

@@ -53,7 +53,7 @@ function describeValidation(part: string, issue: ValidationIssue): string {
  */
 export function classify(error: FastifyError | HttpError): { status: number; message: string } {
   if (error instanceof HttpError) return { status: error.statusCode, message: error.message };
-  const validation = (error).validation as ValidationIssue[] | undefined;
+  const validation = error.validation as ValidationIssue[] | undefined;
   if (validation?.[0]) {
     return { status: 400, message: describeValidation(error.validationContext ?? 'request', validation[0]) };
   }

@@ -31,7 +31,7 @@ function rewrite(schema: unknown, fromText: boolean): unknown {
     return { ...rest, int64: fromText ? 'text' : 'json' };
   }
   if (out.type === 'integer' && fromText) {
-    const { type: _type, minimum, maximum, ...rest } = out;
+    const { type: _type, format: _format, minimum, maximum, ...rest } = out;
     return { ...rest, decimal: { minimum, maximum } };
   }
   return out;
@@ -54,6 +54,7 @@ function makeAjv(): Ajv {
     useDefaults: true,
     coerceTypes: false,
     strict: false,
+    formats: { int32: true, int64: true }, // OpenAPI's numeric formats; the keywords above enforce them
     // parentSchema in errors lets the error handler quote a field's description.
     verbose: true,
   });

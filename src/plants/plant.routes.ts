@@ -1,5 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import Type from 'typebox';
+import { requireJson } from '../http/json-body.js';
 import { errorResponses } from '../http/responses.js';
 import { LIMIT_DEFAULT, ListQuery, NewPlant, Plant, PlantIdParams } from './plant.schema.js';
 import type { PlantService } from './plant.service.js';
@@ -56,8 +57,10 @@ function nextLink(limit: number, tag: string | undefined, cursor: string): strin
 /** The three operations: schema → service → reply, nothing else. */
 export function plantRoutes(service: PlantService): FastifyPluginAsyncTypebox {
   return async (app) => {
-    app.post('/plants', { schema: createPlantSchema, config: { scope: 'plants:write' } }, (request) =>
-      service.create(request.principal, request.body),
+    app.post(
+      '/plants',
+      { schema: createPlantSchema, config: { scope: 'plants:write' }, preValidation: requireJson },
+      (request) => service.create(request.principal, request.body),
     );
 
     app.get('/plants', { schema: listPlantsSchema, config: { scope: 'plants:read' } }, async (request, reply) => {

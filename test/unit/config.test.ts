@@ -1,0 +1,108 @@
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { ConfigError, loadConfig } from '../../src/config.js';
+
+/** Asserts that loading `env` fails with a ConfigError whose message names `setting`. */
+function refuses(env: Record<string, string>, setting: string): void {
+  assert.throws(
+    () => loadConfig(env),
+    (error: unknown) => error instanceof ConfigError && error.message.includes(setting),
+    JSON.stringify(env),
+  );
+}
+
+describe('loadConfig', () => {
+  test('applies the documented defaults to an empty environment', () => {
+    const config = loadConfig({});
+    assert.equal(config.port, 8080);
+    assert.equal(config.host, '127.0.0.1');
+    assert.deepEqual(config.database, { engine: 'sqlite', path: 'data/plant-store.db' });
+    assert.equal(config.logLevel, 'info');
+    assert.deepEqual(config.rateLimit, { max: 600, windowMs: 60_000 });
+    assert.equal(config.bodyLimit, 16 * 1024);
+  });
+
+  test('returns a frozen config', () => {
+    const config = loadConfig({});
+    assert.ok(Object.isFrozen(config));
+    assert.throws(() => {
+      (config as { port: number }).port = 1;
+    }, TypeError);
+  });
+
+  test('reads PORT, HOST and LOG_LEVEL', () => {
+    const config = loadConfig({ PORT: '3000', HOST: '0.0.0.0', LOG_LEVEL: 'debug' });
+    assert.equal(config.port, 3000);
+    assert.equal(config.host, '0.0.0.0');
+    assert.equal(config.logLevel, 'debug');
+    assert.equal(loadConfig({ PORT: '65535' }).port, 65535);
+    for (const level of ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']) {
+      assert.equal(loadConfig({ LOG_LEVEL: level }).logLevel, level);
+    }
+  });
+
+  test('refuses a PORT that is not a port number, naming PORT', () => {
+    for (const port of ['abc', '-1', '65536', '99999', '80.5', '8080x', '0x50']) refuses({ PORT: port }, 'PORT');
+  });
+
+  test('refuses an unknown LOG_LEVEL, naming LOG_LEVEL', () => {
+    for (const level of ['verbose', 'loud', 'information', '30']) refuses({ LOG_LEVEL: level }, 'LOG_LEVEL');
+  });
+});
+
+describe('loadConfig: RATE_LIMIT', () => {
+  test('reads requests per window in every documented form', () => {
+    assert.deepEqual(loadConfig({ RATE_LIMIT: '600/1m' }).rateLimit, { max: 600, windowMs: 60_000 });
+    assert.deepEqual(loadConfig({ RATE_LIMIT: '100/s' }).rateLimit, { max: 100, windowMs: 1000 });
+    assert.deepEqual(loadConfig({ RATE_LIMIT: '20/30s' }).rateLimit, { max: 20, windowMs: 30_000 });
+    assert.deepEqual(loadConfig({ RATE_LIMIT: '5/1h' }).rateLimit, { max: 5, windowMs: 3_600_000 });
+  });
+
+  test('turns rate limiting off with "off"', () => {
+    assert.equal(loadConfig({ RATE_LIMIT: 'off' }).rateLimit, null);
+  });
+
+  test('refuses a malformed RATE_LIMIT, naming RATE_LIMIT', () => {
+    for (const text of ['abc', '600', '600/', '/1m', '0/1m', '-1/1m', '1.5/1m', '10/0s', '10/1x', '10/1m extra', 'on']) {
+      refuses({ RATE_LIMIT: text }, 'RATE_LIMIT');
+    }
+  });
+});
+
+describe('loadConfig: BODY_LIMIT', () => {
+  test('reads sizes in bytes, kb and mb', () => {
+    assert.equal(loadConfig({ BODY_LIMIT: '16kb' }).bodyLimit, 16_384);
+    assert.equal(loadConfig({ BODY_LIMIT: '1mb' }).bodyLimit, 1_048_576);
+    assert.equal(loadConfig({ BODY_LIMIT: '4096' }).bodyLimit, 4096);
+    assert.equal(loadConfig({ BODY_LIMIT: '100b' }).bodyLimit, 100);
+  });
+
+  test('refuses a malformed BODY_LIMIT, naming BODY_LIMIT', () => {
+    for (const text of ['abc', 'kb', '0', '0kb', '-1', '1.5kb', '16 kilobytes']) refuses({ BODY_LIMIT: text }, 'BODY_LIMIT');
+  });
+});
+
+describe('loadConfig: DATABASE_URL', () => {
+  test('reads a SQLite file path', () => {
+    assert.deepEqual(loadConfig({ DATABASE_URL: 'sqlite:data/other.db' }).database, {
+      engine: 'sqlite',
+      path: 'data/other.db',
+    });
+  });
+
+  test('reads an in-memory SQLite database', () => {
+    assert.deepEqual(loadConfig({ DATABASE_URL: 'sqlite::memory:' }).database, { engine: 'sqlite', path: ':memory:' });
+  });
+
+  test('reads postgres:// and postgresql:// URLs unchanged', () => {
+    for (const url of ['postgres://user:secret@db.example:5432/plants', 'postgresql://localhost/plants?sslmode=require']) {
+      assert.deepEqual(loadConfig({ DATABASE_URL: url }).database, { engine: 'postgres', url });
+    }
+  });
+
+  test('refuses any other DATABASE_URL, naming DATABASE_URL', () => {
+    for (const url of ['sqlite:', 'data/plant-store.db', 'mysql://localhost/plants', 'http://localhost', 'postgres:']) {
+      refuses({ DATABASE_URL: url }, 'DATABASE_URL');
+    }
+  });
+});
