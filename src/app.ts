@@ -70,6 +70,8 @@ export async function buildApp({ config, store, clock = Date.now }: AppDeps): Pr
   });
   app.addHook('onSend', async (_request, reply) => {
     void reply.header('cache-control', 'no-store').header('x-content-type-options', 'nosniff');
+    // A response finished while draining closes its connection, or a keep-alive socket would hold close() open.
+    if (closing) void reply.header('connection', 'close');
   });
 
   app.setNotFoundHandler((request, reply) => {

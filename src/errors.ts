@@ -39,7 +39,7 @@ function describeValidation(part: string, issue: ValidationIssue): string {
     case 'additionalProperties':
       return `${where} has an unknown property "${String(issue.params.additionalProperty)}"`;
     case 'type':
-      return `${where} must be ${String(issue.params.type)}`;
+      return `${where} must be ${String(issue.params.type).replaceAll(',', ' or ')}`;
     default: {
       const description = issue.parentSchema?.description;
       return description ? `${where} must be ${description}` : `${where} ${issue.message ?? 'is invalid'}`;

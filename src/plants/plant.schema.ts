@@ -65,17 +65,22 @@ export const ListQuery = Type.Object({
       minimum: 1,
       maximum: LIMIT_MAX,
       default: LIMIT_DEFAULT,
-      description: `how many plants to return at most: 1 to ${LIMIT_MAX}`,
+      description: `an integer from 1 to ${LIMIT_MAX}: how many plants to return at most`,
     }),
   ),
   cursor: Type.Optional(
     Type.String({
       minLength: 1,
       maxLength: 64,
-      description: 'an opaque position, taken from the `Link: <…>; rel="next"` header of the previous page',
+      description: 'the opaque cursor from the `Link: <…>; rel="next"` header of the previous page',
     }),
   ),
-  tag: Type.Optional(Type.String({ ...tagRule, description: 'only plants with exactly this tag' })),
+  tag: Type.Optional(
+    Type.String({
+      ...tagRule,
+      description: `1 to ${TAG_MAX} ${TEXT_RULE}: only plants with exactly this tag are listed`,
+    }),
+  ),
 });
 export type ListQuery = Static<typeof ListQuery>;
 
