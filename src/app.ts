@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import rateLimit from '@fastify/rate-limit';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import Fastify, { type FastifyInstance, type RouteOptions } from 'fastify';
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest, type RouteOptions } from 'fastify';
 import { authenticateHook } from './auth/authenticate.js';
 import { TokenAuthenticator } from './auth/authenticator.js';
 import type { Config } from './config.js';
@@ -37,6 +37,19 @@ const ALLOWED: ReadonlyArray<[RegExp, string]> = [
   [/^\/plants\/[^/]*$/, 'DELETE'],
 ];
 
+/** 404 for an unknown path; 405 with `Allow` for a known path and the wrong method. */
+function notFound(request: FastifyRequest, reply: FastifyReply): FastifyReply {
+  const path = request.url.split('?', 1)[0]!;
+  const allowed = ALLOWED.find(([pattern]) => pattern.test(path))?.[1];
+  if (allowed !== undefined) {
+    return reply
+      .code(405)
+      .header('allow', allowed)
+      .send(errorBody(405, `${request.method} is not allowed here; use ${allowed}`));
+  }
+  return reply.code(404).send(errorBody(404, `no route ${request.method} ${path}`));
+}
+
 /** The one constructor of the HTTP app: used by the server, every test and the OpenAPI export. It never listens. */
 export async function buildApp({ config, store, clock = Date.now }: AppDeps): Promise<FastifyInstance> {
   const app = Fastify({
@@ -67,24 +80,18 @@ export async function buildApp({ config, store, clock = Date.now }: AppDeps): Pr
   app.addHook('onRequest', async (request, reply) => {
     void reply.header('x-request-id', request.id);
     if (closing) throw new HttpError(503, 'the server is shutting down', { 'retry-after': '1', connection: 'close' });
+    // 404 and 405 need no body: answer before Fastify would wait to parse one.
+    if (request.is404) return notFound(request, reply);
   });
-  app.addHook('onSend', async (_request, reply) => {
+  app.addHook('onSend', async (request, reply) => {
     void reply.header('cache-control', 'no-store').header('x-content-type-options', 'nosniff');
-    // A response finished while draining closes its connection, or a keep-alive socket would hold close() open.
-    if (closing) void reply.header('connection', 'close');
+    // Close the connection after this response when draining (a keep-alive socket would hold close()
+    // open), or when the request's body has not fully arrived: an answer given early (401, 415, 404)
+    // leaves unread bytes that must not be taken for the next request, nor time out into a second answer.
+    if (closing || request.raw.complete === false) void reply.header('connection', 'close');
   });
 
-  app.setNotFoundHandler((request, reply) => {
-    const path = request.url.split('?', 1)[0]!;
-    const allowed = ALLOWED.find(([pattern]) => pattern.test(path))?.[1];
-    if (allowed !== undefined) {
-      return reply
-        .code(405)
-        .header('allow', allowed)
-        .send(errorBody(405, `${request.method} is not allowed here; use ${allowed}`));
-    }
-    return reply.code(404).send(errorBody(404, `no route ${request.method} ${path}`));
-  });
+  app.setNotFoundHandler(notFound);
 
   const authenticator = new TokenAuthenticator(store, clock, config.tokenCacheMs);
   await app.register(async (api) => {

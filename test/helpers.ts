@@ -19,7 +19,10 @@ export interface TestApp {
 }
 
 /** A fresh app over a fresh in-memory SQLite store, built exactly as the server builds it. */
-export async function makeApp(overrides: Partial<Config> = {}, store: Store = openSqlite(':memory:')): Promise<TestApp> {
+export async function makeApp(
+  overrides: Partial<Config> = {},
+  store: Store = openSqlite(':memory:'),
+): Promise<TestApp> {
   let now = Date.UTC(2026, 0, 1);
   const clock = (): number => now;
   await store.migrate();

@@ -12,7 +12,10 @@ const freshDb = (): NodeJS.ProcessEnv => ({ DATABASE_URL: `sqlite:${join(dir, `c
 
 test('token create --json prints one JSON object with id, token, subject, scopes, expiresAt and nothing else', async () => {
   const env = freshDb();
-  const r = await runCli(['token', 'create', '--subject', 'alice', '--scopes', 'plants:read,plants:write', '--json'], env);
+  const r = await runCli(
+    ['token', 'create', '--subject', 'alice', '--scopes', 'plants:read,plants:write', '--json'],
+    env,
+  );
   assert.equal(r.code, 0, r.stderr);
   const lines = r.stdout.trimEnd().split('\n');
   assert.equal(lines.length, 1);

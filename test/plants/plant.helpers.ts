@@ -140,7 +140,7 @@ export function nextLink(res: Response): string | undefined {
 /** Follows next links from `url` until the last page; answers each page's plants. */
 export async function followPages(h: TestApp, token: string, url: string, maxPages = 2000): Promise<PlantJson[][]> {
   const pages: PlantJson[][] = [];
-  for (let next: string | undefined = url; next !== undefined; ) {
+  for (let next: string | undefined = url; next !== undefined;) {
     assert.ok(pages.length < maxPages, 'pagination ends');
     const res = await h.call(token, { method: 'GET', url: next });
     pages.push(assertPlantList(res));

@@ -23,7 +23,10 @@ test('a SQLite file is opened in WAL mode with synchronous=FULL, its folder crea
   try {
     assert.equal(db.pragma('journal_mode', { simple: true }), 'wal');
     assert.deepEqual(
-      db.prepare('SELECT version FROM schema_migrations').all().map((r) => (r as { version: number }).version),
+      db
+        .prepare('SELECT version FROM schema_migrations')
+        .all()
+        .map((r) => (r as { version: number }).version),
       [1],
     );
   } finally {

@@ -23,13 +23,14 @@ const page = (over: Partial<{ owner: string | null; tag: string | null; fromId: 
 /** The storage contract: every engine's adapter must pass these, unchanged (STYLE.md §6). */
 export function storeContract(engine: string, open: () => Promise<Store>): void {
   describe(`${engine} store`, () => {
-    const withStore = (name: string, body: (store: Store) => Promise<void>) =>
+    const withStore = (name: string, body: (store: Store) => Promise<void>): void => {
       test(name, async (t) => {
         const store = await open();
         t.after(() => store.close());
         await store.migrate();
         await body(store);
       });
+    };
 
     withStore('migrate is idempotent: a second run applies nothing', async (store) => {
       assert.deepEqual(await store.migrate(), []);

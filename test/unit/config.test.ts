@@ -63,7 +63,19 @@ describe('loadConfig: RATE_LIMIT', () => {
   });
 
   test('refuses a malformed RATE_LIMIT, naming RATE_LIMIT', () => {
-    for (const text of ['abc', '600', '600/', '/1m', '0/1m', '-1/1m', '1.5/1m', '10/0s', '10/1x', '10/1m extra', 'on']) {
+    for (const text of [
+      'abc',
+      '600',
+      '600/',
+      '/1m',
+      '0/1m',
+      '-1/1m',
+      '1.5/1m',
+      '10/0s',
+      '10/1x',
+      '10/1m extra',
+      'on',
+    ]) {
       refuses({ RATE_LIMIT: text }, 'RATE_LIMIT');
     }
   });
@@ -78,7 +90,8 @@ describe('loadConfig: BODY_LIMIT', () => {
   });
 
   test('refuses a malformed BODY_LIMIT, naming BODY_LIMIT', () => {
-    for (const text of ['abc', 'kb', '0', '0kb', '-1', '1.5kb', '16 kilobytes']) refuses({ BODY_LIMIT: text }, 'BODY_LIMIT');
+    for (const text of ['abc', 'kb', '0', '0kb', '-1', '1.5kb', '16 kilobytes'])
+      refuses({ BODY_LIMIT: text }, 'BODY_LIMIT');
   });
 });
 
@@ -95,7 +108,10 @@ describe('loadConfig: DATABASE_URL', () => {
   });
 
   test('reads postgres:// and postgresql:// URLs unchanged', () => {
-    for (const url of ['postgres://user:secret@db.example:5432/plants', 'postgresql://localhost/plants?sslmode=require']) {
+    for (const url of [
+      'postgres://user:secret@db.example:5432/plants',
+      'postgresql://localhost/plants?sslmode=require',
+    ]) {
       assert.deepEqual(loadConfig({ DATABASE_URL: url }).database, { engine: 'postgres', url });
     }
   });
