@@ -18,6 +18,8 @@ Commands:
 Scopes: plants:read, plants:write, plants:admin.
 Settings come from the environment: PORT, HOST, DATABASE_URL, LOG_LEVEL, RATE_LIMIT, BODY_LIMIT.`;
 
+const MAX_EXPIRY_MS = 3650 * 86_400_000; // ten years; omit --expires-in for a token that never expires
+
 /** A mistake in how the command was called: usage goes to stderr and the exit code is 2. */
 class UsageError extends Error {}
 
@@ -70,7 +72,9 @@ async function tokenCreate(args: string[]): Promise<void> {
   let expiresInMs: number | undefined;
   if (values['expires-in'] !== undefined) {
     expiresInMs = parseDuration(values['expires-in']);
-    if (expiresInMs === undefined) throw new UsageError('--expires-in takes a duration such as 30d, 12h or 90s');
+    if (expiresInMs === undefined || expiresInMs > MAX_EXPIRY_MS) {
+      throw new UsageError('--expires-in takes a duration up to 3650d, such as 30d, 12h or 90s');
+    }
   }
   const scopes = values.scopes
     .split(',')

@@ -1,3 +1,4 @@
+import type { Readable } from 'node:stream';
 import type { FastifyRequest } from 'fastify';
 import { HttpError } from '../errors.js';
 import type { Principal, TokenAuthenticator } from './authenticator.js';
@@ -52,14 +53,20 @@ export function authenticateHook(authenticator: TokenAuthenticator) {
         challenge('invalid_token'),
       );
     }
-    const needed = request.routeOptions.config.scope;
-    if (needed && !principal.scopes.has(needed) && !principal.scopes.has('plants:admin')) {
-      throw new HttpError(
-        403,
-        `this operation needs the scope ${needed}`,
-        challenge('insufficient_scope', `, scope="${needed}"`),
-      );
-    }
     request.principal = principal;
   };
+}
+
+/** The preParsing hook: the route's scope, checked before the body is read (RFC 6750 §3.1). */
+export async function authorizeHook(request: FastifyRequest, _reply: unknown, payload: Readable): Promise<Readable> {
+  const needed = request.routeOptions.config.scope;
+  const scopes = request.principal.scopes;
+  if (needed && !scopes.has(needed) && !scopes.has('plants:admin')) {
+    throw new HttpError(
+      403,
+      `this operation needs the scope ${needed}`,
+      challenge('insufficient_scope', `, scope="${needed}"`),
+    );
+  }
+  return payload;
 }

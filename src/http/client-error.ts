@@ -1,30 +1,22 @@
-import { STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyInstance } from 'fastify';
+import { rawErrorResponse } from './raw-response.js';
 
 /**
  * Errors Node's HTTP parser raises before Fastify sees a request (a bad request line, oversized
  * headers, a client too slow to send its request) still get the Error body (CONTRACT.md).
  */
 export function clientErrorHandler(this: FastifyInstance, error: NodeJS.ErrnoException, socket: Socket): void {
-  {
-    if (error.code === 'ECONNRESET' || socket.destroyed) return;
-    const status = error.code === 'HPE_HEADER_OVERFLOW' ? 431 : error.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : 400;
-    const message =
-      status === 431
-        ? 'the request headers are too large'
-        : status === 408
-          ? 'the request took too long to arrive'
-          : `the request is not valid HTTP/1.1 (${error.code ?? 'parse error'})`;
-    this.log.info({ status, code: error.code }, 'client error');
-    const body = JSON.stringify({ error: status, message });
-    if (socket.writable) {
-      socket.end(
-        `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\n` +
-          `Content-Length: ${Buffer.byteLength(body)}\r\nCache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\n` +
-          `Connection: close\r\n\r\n${body}`,
-      );
-    }
-    socket.destroySoon();
-  }
+  if (error.code === 'ECONNRESET' || socket.destroyed) return;
+  const status = error.code === 'HPE_HEADER_OVERFLOW' ? 431 : error.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : 400;
+  const message =
+    status === 431
+      ? 'the request headers are too large'
+      : status === 408
+        ? 'the request took too long to arrive'
+        : `the request is not valid HTTP/1.1 (${error.code ?? 'parse error'})`;
+  const response = rawErrorResponse(status, message);
+  this.log.info({ status, code: error.code, reqId: /x-request-id: (\S+)/.exec(response)?.[1] }, 'client error');
+  if (socket.writable) socket.end(response);
+  socket.destroySoon();
 }

@@ -13,19 +13,33 @@ export function isJsonContentType(header: string | undefined): boolean {
   return charset === undefined || /^utf-?8$/i.test(charset);
 }
 
+/** A 415 for a body this service cannot read: not JSON, or compressed (RFC 9110 §15.5.16). */
+function unreadable(request: FastifyRequest): HttpError | undefined {
+  if (!isJsonContentType(request.headers['content-type'])) {
+    return new HttpError(415, 'the body must be JSON in UTF-8: send Content-Type: application/json');
+  }
+  const encoding = request.headers['content-encoding'];
+  if (encoding !== undefined && encoding.trim().toLowerCase() !== 'identity') {
+    return new HttpError(415, `Content-Encoding ${encoding} is not supported; send the body uncompressed`, {
+      'accept-encoding': 'identity',
+    });
+  }
+  return undefined;
+}
+
 /** preValidation for routes with a body: also refuses a body-less request without the right type. */
 export async function requireJson(request: FastifyRequest): Promise<void> {
-  if (!isJsonContentType(request.headers['content-type'])) {
-    throw new HttpError(415, 'the body must be JSON: send Content-Type: application/json');
-  }
+  const error = unreadable(request);
+  if (error) throw error;
 }
 
 /** Replaces Fastify's body parsers with one: strict JSON in UTF-8, everything else a 415. */
 export function registerJsonBody(app: FastifyInstance): void {
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body: Buffer, done) => {
-    if (!isJsonContentType(request.headers['content-type'])) {
-      done(new HttpError(415, 'JSON bodies must be UTF-8: send Content-Type: application/json'), undefined);
+    const error = unreadable(request);
+    if (error) {
+      done(error, undefined);
     } else if (!isUtf8(body)) {
       done(new HttpError(400, 'the body is not valid UTF-8'), undefined);
     } else {

@@ -5,10 +5,13 @@ const DESCRIPTIONS: Record<number, string> = {
   401: 'No bearer token, or one that is malformed, unknown, expired or revoked. See `WWW-Authenticate`.',
   403: 'The token lacks the scope this operation needs. See `WWW-Authenticate`.',
   404: 'No such plant among those the caller can reach.',
+  408: 'The request did not arrive within the time limit (`HEADERS_TIMEOUT`, `REQUEST_TIMEOUT`).',
   409: 'Another plant already has this id.',
   413: 'The body is larger than the limit (16 KiB by default).',
-  415: 'The body is not `application/json`.',
+  415: 'The body is not `application/json` in UTF-8, or has a `Content-Encoding`.',
   429: 'Too many requests for this token. See `Retry-After` and `RateLimit-*`.',
+  431: 'The request headers are too large.',
+  500: 'An unexpected error; the message says nothing more, the logs have the details under the request id.',
   503: 'The database is unavailable or the server is shutting down. See `Retry-After`.',
 };
 

@@ -15,7 +15,7 @@ export const createPlantSchema = {
   tags: ['plants'],
   security,
   body: NewPlant,
-  response: { 200: Plant, ...errorResponses(400, 401, 403, 409, 413, 415, 429, 503) },
+  response: { 200: Plant, ...errorResponses(400, 401, 403, 408, 409, 413, 415, 429, 431, 500, 503) },
 };
 
 export const listPlantsSchema = {
@@ -33,7 +33,7 @@ export const listPlantsSchema = {
       schema: { type: 'string' },
     },
   },
-  response: { 200: Type.Array(Plant), ...errorResponses(400, 401, 403, 429, 503) },
+  response: { 200: Type.Array(Plant), ...errorResponses(400, 401, 403, 408, 429, 431, 500, 503) },
 };
 
 export const deletePlantSchema = {
@@ -44,7 +44,10 @@ export const deletePlantSchema = {
   tags: ['plants'],
   security,
   params: PlantIdParams,
-  response: { 204: Type.Null({ description: 'deleted' }), ...errorResponses(400, 401, 403, 404, 429, 503) },
+  response: {
+    204: Type.Null({ description: 'deleted' }),
+    ...errorResponses(400, 401, 403, 404, 408, 429, 431, 500, 503),
+  },
 };
 
 function nextLink(limit: number, tag: string | undefined, cursor: string): string {

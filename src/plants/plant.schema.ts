@@ -1,8 +1,10 @@
 import Type, { type Static } from 'typebox';
 
-// Code points, not UTF-16 units: Ajv compiles patterns with the `u` flag, where a lone surrogate
-// is its own code point in U+D800–U+DFFF and a valid pair is one astral code point.
-const textPattern = (max: number): string => `^[^\\u0000-\\u001f\\u007f\\ud800-\\udfff]{1,${max}}$`;
+// Counts code points and refuses lone surrogates whether or not a validator compiles it with the
+// `u` flag: without it a valid pair matches the second branch as one repetition; with it, the pair
+// is one astral code point outside the excluded range. Ajv uses `u`.
+const textPattern = (max: number): string =>
+  `^(?:[^\\u0000-\\u001f\\u007f\\ud800-\\udfff]|[\\ud800-\\udbff][\\udc00-\\udfff]){1,${max}}$`;
 const TEXT_RULE = 'Unicode code points, no control characters (U+0000–U+001F, U+007F), no lone surrogates';
 
 export const NAME_MAX = 200;

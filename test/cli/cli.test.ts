@@ -92,6 +92,8 @@ test('mistakes in a command exit 2 with a message on stderr', async () => {
     ['token', 'create', '--subject', 'alice'],
     ['token', 'create', '--subject', 'alice', '--scopes', 'plants:destroy'],
     ['token', 'create', '--subject', 'alice', '--scopes', 'plants:read', '--expires-in', 'soon'],
+    ['token', 'create', '--subject', 'alice', '--scopes', 'plants:read', '--expires-in', '99999999d'],
+    ['token', 'create', '--subject', 'alice', '--scopes', 'plants:read', '--expires-in', '3651d'],
     ['token', 'create', '--subject', 'alice', '--scopes', 'plants:read', '--bogus'],
     ['token', 'frobnicate'],
     ['token', 'revoke'],

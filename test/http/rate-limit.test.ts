@@ -87,3 +87,27 @@ test('with rateLimit null there is no limit and no RateLimit headers', async (t)
     }
   }
 });
+
+test('requests refused for a missing scope count toward the limit and carry RateLimit-* headers', async (t) => {
+  const h = await makeApp(LIMITED);
+  t.after(() => h.close());
+  const writeOnly = await h.token('alice', ['plants:write']);
+  for (const remaining of [2, 1, 0]) {
+    const r = await h.call(writeOnly, { method: 'GET', url: '/plants' });
+    assertErrorBody(r, 403);
+    assertRateLimitHeaders(r, remaining);
+  }
+  const limited = await h.call(writeOnly, { method: 'GET', url: '/plants' });
+  assertErrorBody(limited, 429);
+  assertSeconds(limited.headers['retry-after'], 'Retry-After');
+});
+
+test('requests refused by authentication are not counted and carry no RateLimit-* headers', async (t) => {
+  const h = await makeApp(LIMITED);
+  t.after(() => h.close());
+  for (let i = 0; i < 5; i++) {
+    const r = await h.call('pst_nope', { method: 'GET', url: '/plants' });
+    assertErrorBody(r, 401);
+    assert.equal(r.headers['ratelimit-limit'], undefined);
+  }
+});
