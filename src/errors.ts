@@ -1,5 +1,6 @@
 import { STATUS_CODES } from 'node:http';
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
+import { StoreUnavailableError } from './store/store.js';
 
 /** The one way code below the routes says "answer with this status": the handler writes the body. */
 export class HttpError extends Error {
@@ -62,7 +63,15 @@ export function classify(error: FastifyError | HttpError): { status: number; mes
   return { status: status >= 500 && status < 600 ? status : 500, message: 'internal server error' };
 }
 
-export function errorHandler(error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
+/** How long a caller should wait before retrying when the database is unavailable. */
+const UNAVAILABLE_RETRY_AFTER = '2';
+
+export function errorHandler(raised: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
+  const error =
+    raised instanceof StoreUnavailableError
+      ? new HttpError(503, 'the database is unavailable; retry shortly', { 'retry-after': UNAVAILABLE_RETRY_AFTER })
+      : raised;
+  if (error !== raised) request.log.warn({ err: raised }, 'database unavailable');
   const { status, message } = classify(error);
   if (status >= 500) request.log.error({ err: error }, 'request failed');
   else request.log.info({ status, reason: message }, 'request rejected');

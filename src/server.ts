@@ -1,12 +1,16 @@
+import type { FastifyInstance } from 'fastify';
 import { buildApp } from './app.js';
 import type { Config } from './config.js';
 import { openStore } from './store/open-store.js';
 
 /** Process entry: config → store → app → listen, and a graceful stop on SIGTERM or SIGINT. */
 export async function serve(config: Config): Promise<void> {
-  const store = await openStore(config.database);
+  let app: FastifyInstance | undefined;
+  const store = await openStore(config.database, {
+    onIdleError: (error) => app?.log.warn({ err: error }, 'a database connection failed; the pool replaces it'),
+  });
   const applied = await store.migrate();
-  const app = await buildApp({ config, store });
+  app = await buildApp({ config, store });
   if (applied.length > 0) app.log.info({ migrations: applied }, 'applied schema migrations');
   await app.listen({ port: config.port, host: config.host });
 

