@@ -5,12 +5,14 @@ import { openStore } from './store/open-store.js';
 
 /** Process entry: config → store → app → listen, and a graceful stop on SIGTERM or SIGINT. */
 export async function serve(config: Config): Promise<void> {
-  let app: FastifyInstance | undefined;
+  // The app's logger exists only once the app does; a connection may fail before that.
+  const late: { app?: FastifyInstance } = {};
   const store = await openStore(config.database, {
-    onIdleError: (error) => app?.log.warn({ err: error }, 'a database connection failed; the pool replaces it'),
+    onIdleError: (error) => late.app?.log.warn({ err: error }, 'a database connection failed; the pool replaces it'),
   });
   const applied = await store.migrate();
-  app = await buildApp({ config, store });
+  const app = await buildApp({ config, store });
+  late.app = app;
   if (applied.length > 0) app.log.info({ migrations: applied }, 'applied schema migrations');
   await app.listen({ port: config.port, host: config.host });
 
