@@ -1,6 +1,7 @@
 import rateLimit from '@fastify/rate-limit';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { type FastifyInstance, type RouteOptions } from 'fastify';
+import type { Redis } from 'ioredis';
 import { authenticateHook, authorizeHook } from './auth/authenticate.js';
 import { TokenAuthenticator } from './auth/authenticator.js';
 import type { Config } from './config.js';
@@ -20,10 +21,12 @@ export interface AppDeps {
   readonly store: Store;
   /** Milliseconds since the epoch; tests move time forward to expire tokens. */
   readonly clock?: () => number;
+  /** Shared rate-limit counters (REDIS_URL); without it each process counts alone. */
+  readonly redis?: Redis | undefined;
 }
 
 /** The one constructor of the HTTP app: used by the server, every test and the OpenAPI export. It never listens. */
-export async function buildApp({ config, store, clock = Date.now }: AppDeps): Promise<FastifyInstance> {
+export async function buildApp({ config, store, clock = Date.now, redis }: AppDeps): Promise<FastifyInstance> {
   const app = Fastify({
     logger: { level: config.logLevel, redact: { paths: ['req.headers.authorization'], censor: '[redacted]' } },
     bodyLimit: config.bodyLimit,
@@ -56,6 +59,9 @@ export async function buildApp({ config, store, clock = Date.now }: AppDeps): Pr
         max: config.rateLimit.max,
         timeWindow: config.rateLimit.windowMs,
         keyGenerator: (request) => request.principal.tokenId,
+        ...(redis && { redis, nameSpace: 'plant-store:rate-limit:' }),
+        // If Redis is unreachable, serve rather than fail every request; the outage is logged.
+        skipOnError: true,
         enableDraftSpec: true,
         errorResponseBuilder: (_request, context) =>
           new HttpError(

@@ -1,6 +1,7 @@
 import { parseArgs } from 'node:util';
 import { TokenInputError, TokenService } from './auth/token.service.js';
-import { ConfigError, loadConfig, parseDuration } from './config.js';
+import { isPrimary, runPrimary } from './cluster.js';
+import { ConfigError, loadConfig, parseDuration, parseWorkers } from './config.js';
 import { serve } from './server.js';
 import { openStore } from './store/open-store.js';
 import type { Store, TokenRecord } from './store/store.js';
@@ -8,7 +9,8 @@ import type { Store, TokenRecord } from './store/store.js';
 const USAGE = `Usage: plant-store <command>
 
 Commands:
-  serve                         run the HTTP service (applies migrations first)
+  serve [--workers N]           run the HTTP service (applies migrations first); N worker processes
+                                share the port (default: WORKERS, or 1)
   migrate                       apply schema migrations
   token create --subject <user> --scopes <s1,s2> [--expires-in 30d|12h|90s] [--json]
                                 issue an API token; the secret is printed once
@@ -16,7 +18,8 @@ Commands:
   token revoke <token-id>       revoke a token; running servers refuse it within 5 seconds
 
 Scopes: plants:read, plants:write, plants:admin.
-Settings come from the environment: PORT, HOST, DATABASE_URL, LOG_LEVEL, RATE_LIMIT, BODY_LIMIT.`;
+Settings come from the environment: PORT, HOST, DATABASE_URL, LOG_LEVEL, RATE_LIMIT, BODY_LIMIT,
+WORKERS, REDIS_URL (see the README).`;
 
 const MAX_EXPIRY_MS = 3650 * 86_400_000; // ten years; omit --expires-in for a token that never expires
 
@@ -145,10 +148,20 @@ async function tokenRevoke(args: string[]): Promise<number> {
 async function run(argv: string[]): Promise<number> {
   const [command, sub, ...rest] = argv;
   switch (command) {
-    case 'serve':
-      if (sub !== undefined) throw new UsageError('serve takes no arguments; settings come from the environment');
-      await serve(loadConfig());
+    case 'serve': {
+      const { values, positionals } = parseArgs({
+        args: argv.slice(1),
+        allowPositionals: true,
+        options: { workers: { type: 'string' } },
+      });
+      if (positionals.length > 0)
+        throw new UsageError('serve takes only --workers; settings come from the environment');
+      const env = loadConfig();
+      const config = values.workers === undefined ? env : { ...env, workers: parseWorkers(values.workers) };
+      if (config.workers > 1 && isPrimary()) await runPrimary(config);
+      else await serve(config);
       return 0;
+    }
     case 'migrate':
       await withStore(async (_store, applied) =>
         err(applied.length > 0 ? `Applied migrations ${applied.join(', ')}.` : 'The database schema is up to date.'),

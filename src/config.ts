@@ -24,6 +24,10 @@ export interface Config {
   readonly shutdownGraceMs: number;
   /** How long a token check may be answered from memory; bounds how late a revocation takes effect. */
   readonly tokenCacheMs: number;
+  /** Worker processes of `serve` sharing one port (node:cluster); 1 runs in a single process. */
+  readonly workers: number;
+  /** Shared rate-limit counters across instances; null keeps them in each process. */
+  readonly redisUrl: string | null;
 }
 
 export class ConfigError extends Error {
@@ -99,7 +103,21 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     requestTimeoutMs: durationSetting(env, 'REQUEST_TIMEOUT', '30s'),
     shutdownGraceMs: durationSetting(env, 'SHUTDOWN_GRACE', '10s'),
     tokenCacheMs: 2000,
+    workers: parseWorkers(env.WORKERS ?? '1'),
+    redisUrl: parseRedisUrl(env.REDIS_URL),
   });
+}
+
+export function parseWorkers(text: string): number {
+  const n = /^[0-9]{1,3}$/.test(text) ? Number(text) : 0;
+  if (n < 1 || n > 64) throw new ConfigError(`WORKERS (or --workers) must be a number from 1 to 64; got "${text}"`);
+  return n;
+}
+
+function parseRedisUrl(text: string | undefined): string | null {
+  if (text === undefined || text === '') return null;
+  if (!/^rediss?:\/\//.test(text)) throw new ConfigError('REDIS_URL must start with redis:// or rediss://');
+  return text;
 }
 
 /** A config for tests and tools: defaults, an in-memory store, no rate limit, overridable. */

@@ -1,7 +1,30 @@
 import type { FastifyInstance } from 'fastify';
+import { Redis } from 'ioredis';
 import { buildApp } from './app.js';
 import type { Config } from './config.js';
 import { openStore } from './store/open-store.js';
+
+/** A Redis client that never holds a request up: when Redis is away, commands fail at once. */
+function connectRedis(url: string, late: { app?: FastifyInstance }): Redis {
+  const redis = new Redis(url, {
+    lazyConnect: true,
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 0,
+    connectTimeout: 2000,
+  });
+  let down = false;
+  redis.on('error', (error: Error) => {
+    if (!down)
+      late.app?.log.warn({ err: error }, 'Redis is unreachable: rate limits are not enforced until it returns');
+    down = true;
+  });
+  redis.on('ready', () => {
+    if (down) late.app?.log.info('Redis is reachable again');
+    down = false;
+  });
+  redis.connect().catch(() => {}); // reported by the error listener; ioredis keeps reconnecting
+  return redis;
+}
 
 /** Process entry: config → store → app → listen, and a graceful stop on SIGTERM or SIGINT. */
 export async function serve(config: Config): Promise<void> {
@@ -11,7 +34,8 @@ export async function serve(config: Config): Promise<void> {
     onIdleError: (error) => late.app?.log.warn({ err: error }, 'a database connection failed; the pool replaces it'),
   });
   const applied = await store.migrate();
-  const app = await buildApp({ config, store });
+  const redis = config.redisUrl === null ? undefined : connectRedis(config.redisUrl, late);
+  const app = await buildApp({ config, store, redis });
   late.app = app;
   if (applied.length > 0) app.log.info({ migrations: applied }, 'applied schema migrations');
   await app.listen({ port: config.port, host: config.host });
@@ -28,8 +52,12 @@ export async function serve(config: Config): Promise<void> {
     }, config.shutdownGraceMs).unref();
     app
       .close()
-      .then(() => store.close())
-      .then(() => app.log.info('stopped cleanly'))
+      .then(() => Promise.all([store.close(), redis?.quit()]))
+      .then(() => {
+        app.log.info('stopped cleanly');
+        // A cluster worker's channel to its primary would keep the process alive.
+        if (process.connected) process.disconnect();
+      })
       .catch((error: unknown) => {
         app.log.error({ err: error }, 'shutdown failed');
         process.exitCode = 1;
