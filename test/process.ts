@@ -29,9 +29,11 @@ export interface ServerProcess {
   stop(): Promise<number | null>;
 }
 
-/** Starts `plant-store serve` on a free port and waits until it logs where it listens. */
-export async function startServer(env: NodeJS.ProcessEnv, cwd?: string): Promise<ServerProcess> {
-  const child = spawn(process.execPath, [BIN, 'serve'], {
+/** Starts `plant-store serve` on a free port and waits until every worker logs where it listens. */
+export async function startServer(env: NodeJS.ProcessEnv, cwd?: string, args: string[] = []): Promise<ServerProcess> {
+  const workersAt = args.indexOf('--workers');
+  const listeners = workersAt >= 0 ? Number(args[workersAt + 1]) : 1;
+  const child = spawn(process.execPath, [BIN, 'serve', ...args], {
     env: { ...process.env, PORT: '0', LOG_LEVEL: 'info', ...env },
     cwd,
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -43,7 +45,7 @@ export async function startServer(env: NodeJS.ProcessEnv, cwd?: string): Promise
   const url = await new Promise<string>((resolve, reject) => {
     const onData = (): void => {
       const m = /Server listening at (http:\/\/127\.0\.0\.1:\d+)/.exec(out);
-      if (m) {
+      if (m && out.split('Server listening at').length - 1 >= listeners) {
         child.stdout.off('data', onData);
         resolve(m[1]!);
       }

@@ -16,8 +16,12 @@ import type { Store } from '../../src/store/store.js';
 
 export interface ThrowawayPostgres {
   readonly url: string;
+  /** Stops the server, keeping its data: an outage. */
+  pause(): Promise<void>;
+  /** Starts the paused server again. */
+  resume(): Promise<void>;
+  /** Stops the server for good and deletes its data. */
   stop(): Promise<void>;
-  start(): Promise<void>;
 }
 
 export async function freePort(): Promise<number> {
@@ -39,7 +43,7 @@ export async function startThrowawayPostgres(): Promise<ThrowawayPostgres> {
     port,
     user: 'postgres',
     password: 'postgres',
-    persistent: false,
+    persistent: true, // kept across pause() and resume(); stop() deletes the folder
     // As root (CI, containers) PostgreSQL refuses to run; the package then runs it as a postgres user.
     createPostgresUser: process.getuid?.() === 0,
     onLog: () => {},
@@ -55,11 +59,21 @@ export async function startThrowawayPostgres(): Promise<ThrowawayPostgres> {
       { cause: error },
     );
   }
+  let running = true;
   return {
     url: `postgres://postgres:postgres@127.0.0.1:${port}/postgres`,
-    start: () => server.start(),
-    stop: async () => {
+    pause: async () => {
       await server.stop();
+      running = false;
+    },
+    resume: async () => {
+      await server.start();
+      running = true;
+    },
+    stop: async () => {
+      if (running) await server.stop();
+      running = false;
+      rmSync(dir, { recursive: true, force: true });
     },
   };
 }
