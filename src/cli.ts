@@ -1,3 +1,4 @@
+import { createReadStream, statSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { TokenInputError, TokenService } from './auth/token.service.js';
 import { isPrimary, runPrimary } from './cluster.js';
@@ -5,6 +6,9 @@ import { ConfigError, loadConfig, parseDuration, parseWorkers } from './config.j
 import { serve } from './server.js';
 import { openStore } from './store/open-store.js';
 import type { Store, TokenRecord } from './store/store.js';
+import { exportPlants } from './transfer/export.js';
+import { importPlants } from './transfer/import.js';
+import { Progress, formatCount } from './transfer/progress.js';
 
 const USAGE = `Usage: plant-store <command>
 
@@ -16,6 +20,9 @@ Commands:
                                 issue an API token; the secret is printed once
   token list [--json]           list tokens (never their secrets)
   token revoke <token-id>       revoke a token; running servers refuse it within 5 seconds
+  export                        write every plant (id, owner, name, tag) as NDJSON to stdout
+  import <file|->               load NDJSON plants in batched transactions; idempotent; invalid
+                                lines are reported by number and nothing of them is stored
 
 Scopes: plants:read, plants:write, plants:admin.
 Settings come from the environment: PORT, HOST, DATABASE_URL, LOG_LEVEL, RATE_LIMIT, BODY_LIMIT,
@@ -145,6 +152,43 @@ async function tokenRevoke(args: string[]): Promise<number> {
   return 0;
 }
 
+async function exportCommand(args: string[]): Promise<number> {
+  parseArgs({ args, options: {} });
+  const written = await withStore((store) =>
+    exportPlants(store, process.stdout, new Progress(process.stderr, 'plants', { lineEvery: 100_000 })),
+  );
+  err(`Exported ${formatCount(written)} plants.`);
+  return 0;
+}
+
+const MAX_PROBLEMS_SHOWN = 50;
+
+async function importCommand(args: string[]): Promise<number> {
+  const { positionals } = parseArgs({ args, allowPositionals: true, options: {} });
+  if (positionals.length !== 1) throw new UsageError('import takes one file of NDJSON plants, or - for stdin');
+  const source = positionals[0]!;
+  let totalBytes: number | undefined;
+  if (source !== '-') {
+    try {
+      totalBytes = statSync(source).size;
+    } catch {
+      throw new UsageError(`cannot read ${source}`);
+    }
+  }
+  const input = source === '-' ? process.stdin : createReadStream(source);
+  const progress = new Progress(process.stderr, 'lines', { totalBytes });
+  const summary = await withStore((store) => importPlants(input, store, { progress }));
+  const problems = [...summary.invalid, ...summary.conflicts].sort((a, b) => a.line - b.line);
+  for (const problem of problems.slice(0, MAX_PROBLEMS_SHOWN)) err(`line ${problem.line}: ${problem.message}`);
+  if (problems.length > MAX_PROBLEMS_SHOWN) err(`… and ${problems.length - MAX_PROBLEMS_SHOWN} more problems`);
+  progress.finish(
+    `Imported ${formatCount(summary.imported)} plants; ${formatCount(summary.unchanged)} unchanged, ` +
+      `${formatCount(summary.conflicts.length)} conflicting, ${formatCount(summary.invalid.length)} invalid ` +
+      `(${formatCount(summary.lines)} lines)`,
+  );
+  return problems.length > 0 ? 1 : 0;
+}
+
 async function run(argv: string[]): Promise<number> {
   const [command, sub, ...rest] = argv;
   switch (command) {
@@ -167,6 +211,10 @@ async function run(argv: string[]): Promise<number> {
         err(applied.length > 0 ? `Applied migrations ${applied.join(', ')}.` : 'The database schema is up to date.'),
       );
       return 0;
+    case 'export':
+      return exportCommand(argv.slice(1));
+    case 'import':
+      return importCommand(argv.slice(1));
     case 'token':
       if (sub === 'create') return tokenCreate(rest).then(() => 0);
       if (sub === 'list') return tokenList(rest).then(() => 0);

@@ -23,7 +23,7 @@ export function errorBody(status: number, message: string): ErrorBody {
   return { error: status, message };
 }
 
-interface ValidationIssue {
+export interface ValidationIssue {
   instancePath: string;
   keyword: string;
   message?: string;
@@ -32,7 +32,7 @@ interface ValidationIssue {
 }
 
 /** Turns the first schema violation into a sentence a caller can act on. */
-function describeValidation(part: string, issue: ValidationIssue): string {
+export function describeValidation(part: string, issue: ValidationIssue): string {
   const where = `${part}${issue.instancePath.replaceAll('/', '.')}`;
   switch (issue.keyword) {
     case 'required':

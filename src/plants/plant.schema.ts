@@ -87,4 +87,21 @@ export const ListQuery = Type.Object({
 export type ListQuery = Static<typeof ListQuery>;
 
 export const PlantIdParams = Type.Object({ id: Int64 });
+
+/** A plant with its owner: one line of `plant-store export`, and what `plant-store import` reads. */
+export const PlantLine = Type.Object(
+  {
+    id: Int64,
+    owner: Type.String({
+      minLength: 1,
+      maxLength: NAME_MAX,
+      pattern: textPattern(NAME_MAX),
+      description: `the subject of the token that created it: 1 to ${NAME_MAX} ${TEXT_RULE}`,
+    }),
+    name: PlantName,
+    tag: NewPlant.properties.tag,
+  },
+  { additionalProperties: false },
+);
+export type PlantLine = Static<typeof PlantLine>;
 export type PlantIdParams = Static<typeof PlantIdParams>;

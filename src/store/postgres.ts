@@ -1,12 +1,14 @@
 import pg from 'pg';
 import { postgresMigrations } from './migrations/postgres.js';
 import {
+  type BatchResult,
   type CreateResult,
   type PlantPage,
   type PlantRecord,
   type Store,
   StoreUnavailableError,
   type TokenRecord,
+  samePlant,
 } from './store.js';
 
 interface PlantRow {
@@ -78,6 +80,11 @@ const STATEMENTS = {
   listOwnerTag: list(['owner', 'tag']),
   delete: 'DELETE FROM plants WHERE id = $1',
   deleteOwn: 'DELETE FROM plants WHERE id = $1 AND owner = $2',
+  // One statement for a batch: atomic, and rows with ids already held are skipped, not overwritten.
+  insertBatch: `INSERT INTO plants (id, owner, name, tag)
+    SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[])
+    ON CONFLICT (id) DO NOTHING RETURNING id`,
+  byIds: `${SELECT_PLANT} WHERE id = ANY($1::bigint[])`,
   tokenInsert:
     'INSERT INTO api_tokens (id, secret_hash, subject, scopes, created_at, expires_at, revoked_at) VALUES ($1, $2, $3, $4, $5, $6, $7)',
   tokenById: 'SELECT * FROM api_tokens WHERE id = $1',
@@ -183,6 +190,33 @@ export class PostgresStore implements Store {
           ? await this.run<PlantRow>('listOwner', [owner, fromId, limit])
           : await this.run<PlantRow>('listOwnerTag', [owner, tag, fromId, limit]);
     return result.rows.map(toPlant);
+  }
+
+  async insertBatch(plants: readonly PlantRecord[]): Promise<BatchResult> {
+    const columns = [
+      plants.map((p) => p.id),
+      plants.map((p) => p.owner),
+      plants.map((p) => p.name),
+      plants.map((p) => p.tag),
+    ];
+    const insertedIds = new Set((await this.run<{ id: string }>('insertBatch', columns)).rows.map((r) => r.id));
+    // The first plant of an inserted id is the one stored; every other plant is compared with its holder.
+    const holders = new Map<string, PlantRecord>();
+    const rest: PlantRecord[] = [];
+    for (const plant of plants) {
+      const key = String(plant.id);
+      if (insertedIds.has(key) && !holders.has(key)) holders.set(key, plant);
+      else rest.push(plant);
+    }
+    const unknown = rest.filter((p) => !holders.has(String(p.id))).map((p) => p.id);
+    if (unknown.length > 0) {
+      for (const row of (await this.run<PlantRow>('byIds', [unknown])).rows) holders.set(row.id, toPlant(row));
+    }
+    const conflicts = rest.filter((p) => {
+      const holder = holders.get(String(p.id));
+      return holder === undefined || !samePlant(holder, p);
+    });
+    return { inserted: insertedIds.size, unchanged: rest.length - conflicts.length, conflicts };
   }
 
   async deletePlant(id: bigint, owner: string | null): Promise<boolean> {

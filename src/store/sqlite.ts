@@ -2,7 +2,15 @@ import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import { sqliteMigrations } from './migrations/sqlite.js';
-import type { CreateResult, PlantPage, PlantRecord, Store, TokenRecord } from './store.js';
+import {
+  type BatchResult,
+  type CreateResult,
+  type PlantPage,
+  type PlantRecord,
+  type Store,
+  type TokenRecord,
+  samePlant,
+} from './store.js';
 
 interface PlantRow {
   id: bigint;
@@ -122,6 +130,28 @@ export class SqliteStore implements Store {
           : s.listOwnerTag.all(owner, tag, fromId, limit);
     return Promise.resolve(rows as PlantRow[]);
   }
+
+  insertBatch(plants: readonly PlantRecord[]): Promise<BatchResult> {
+    return Promise.resolve(this.batch(plants));
+  }
+
+  // One IMMEDIATE transaction: a single fsync for the whole batch.
+  private readonly batch = (plants: readonly PlantRecord[]): BatchResult => {
+    const { insert, byId } = this.sql;
+    let inserted = 0;
+    let unchanged = 0;
+    const conflicts: PlantRecord[] = [];
+    this.db
+      .transaction(() => {
+        for (const plant of plants) {
+          if (insert.run(plant.id, plant.owner, plant.name, plant.tag).changes === 1) inserted += 1;
+          else if (samePlant(byId.get(plant.id) as PlantRow, plant)) unchanged += 1;
+          else conflicts.push(plant);
+        }
+      })
+      .immediate();
+    return { inserted, unchanged, conflicts };
+  };
 
   deletePlant(id: bigint, owner: string | null): Promise<boolean> {
     const result = owner === null ? this.sql.delete.run(id) : this.sql.deleteOwn.run(id, owner);

@@ -24,6 +24,14 @@ export interface PlantPage {
 
 export type CreateResult = { readonly created: true } | { readonly created: false; readonly existing: PlantRecord };
 
+export interface BatchResult {
+  readonly inserted: number;
+  /** Plants already stored exactly as given: a repeated import changes nothing. */
+  readonly unchanged: number;
+  /** Plants whose id another plant (other owner, name or tag) already holds; not stored. */
+  readonly conflicts: readonly PlantRecord[];
+}
+
 export interface PlantStore {
   /** Inserts the plant unless its id is taken; then answers with the plant that holds the id. */
   createPlant(plant: PlantRecord): Promise<CreateResult>;
@@ -31,7 +39,13 @@ export interface PlantStore {
   listPlants(page: PlantPage): Promise<PlantRecord[]>;
   /** False when no plant has this id (or, with an owner, none of that owner's). */
   deletePlant(id: bigint, owner: string | null): Promise<boolean>;
+  /** Stores a batch in one transaction, never overwriting: what `plant-store import` uses. */
+  insertBatch(plants: readonly PlantRecord[]): Promise<BatchResult>;
 }
+
+/** Whether two records are the same plant, owner included. */
+export const samePlant = (a: PlantRecord, b: PlantRecord): boolean =>
+  a.id === b.id && a.owner === b.owner && a.name === b.name && a.tag === b.tag;
 
 export interface TokenRecord {
   /** The public half of the token, shown by `token list`. */

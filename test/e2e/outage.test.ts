@@ -17,7 +17,7 @@ function traffic(url: string, token: string, seen: Seen): { stop: () => Promise<
     for (let i = 0; running && i < 20_000; i++) {
       try {
         const r = await fetch(`${url}/plants?limit=5`, { headers: { authorization: `Bearer ${token}` } });
-        const body = (await r.json());
+        const body = await r.json();
         seen.statuses.set(r.status, (seen.statuses.get(r.status) ?? 0) + 1);
         if (r.status !== 200 && r.status !== 503) seen.failures.push(`${r.status} ${JSON.stringify(body)}`);
       } catch (error) {

@@ -1,0 +1,162 @@
+import assert from 'node:assert/strict';
+import { Readable, Writable } from 'node:stream';
+import { after, test } from 'node:test';
+import type { Store } from '../../src/store/store.js';
+import { exportPlants } from '../../src/transfer/export.js';
+import { importPlants } from '../../src/transfer/import.js';
+import { formatLine, parseLine } from '../../src/transfer/plant-line.js';
+import { Progress } from '../../src/transfer/progress.js';
+import { openTestStore } from '../helpers.js';
+import { openScratchPostgres, stopSharedPostgres } from '../support/postgres.js';
+
+after(stopSharedPostgres);
+
+const lines = (...rows: string[]): Readable => Readable.from([rows.join('\n') + '\n']);
+
+class Collect extends Writable {
+  text = '';
+  override _write(chunk: Buffer, _encoding: BufferEncoding, done: () => void): void {
+    this.text += chunk.toString();
+    done();
+  }
+}
+
+test('a plant line keeps int64 ids exactly and leaves out a missing tag', () => {
+  const plant = { id: 9223372036854775807n, owner: 'ålice', name: 'Fern 🌿', tag: null };
+  const line = formatLine(plant);
+  assert.equal(line, '{"id":9223372036854775807,"owner":"ålice","name":"Fern 🌿"}\n');
+  assert.deepEqual(parseLine(line.trimEnd()), plant);
+  const tagged = { id: -9223372036854775808n, owner: 'bob', name: 'Rose', tag: 'red "ish"' };
+  assert.deepEqual(parseLine(formatLine(tagged).trimEnd()), tagged);
+});
+
+test('a line that is not a valid plant says why', () => {
+  const cases: Array<[string, RegExp]> = [
+    ['{"id":1,"owner":"a","name":"x"', /not valid JSON/],
+    ['{"id":"1","owner":"a","name":"x"}', /plant\.id/],
+    ['{"id":9223372036854775808,"owner":"a","name":"x"}', /plant\.id/],
+    ['{"id":1,"name":"x"}', /must have the property "owner"/],
+    ['{"id":1,"owner":"a","name":"x","color":"red"}', /unknown property "color"/],
+    ['{"id":1,"owner":"a","name":"\\u0000"}', /plant\.name must be 1 to 200/],
+    ['{"id":1,"owner":"","name":"x"}', /plant\.owner/],
+    ['{"id":1,"owner":"a","name":"x","id":2}', /duplicate key/],
+  ];
+  for (const [text, reason] of cases) {
+    const parsed = parseLine(text);
+    assert.ok('error' in parsed, text);
+    assert.match(parsed.error, reason, text);
+  }
+});
+
+const engines: Array<[string, () => Promise<Store>]> = [
+  ['SQLite', openTestStore],
+  ['PostgreSQL', openScratchPostgres],
+];
+
+for (const [engine, open] of engines) {
+  test(`${engine}: import stores valid lines in batches, reports invalid ones by number, and stores nothing of them`, async (t) => {
+    const store = await open();
+    t.after(() => store.close());
+    await store.migrate();
+    const input = lines(
+      '{"id":3,"owner":"alice","name":"fern","tag":"green"}',
+      '{"id":1,"owner":"bob","name":"rose"}',
+      '',
+      '{"id":2,"owner":"alice","name":""}',
+      'not json',
+      '{"id":9007199254740993,"owner":"carol","name":"cactus"}',
+      '{"id":9007199254740992,"owner":"carol","name":"aloe"}',
+    );
+    const summary = await importPlants(input, store, { batchSize: 2 });
+    assert.deepEqual(
+      { lines: summary.lines, imported: summary.imported, unchanged: summary.unchanged },
+      { lines: 7, imported: 4, unchanged: 0 },
+    );
+    assert.deepEqual(
+      summary.invalid.map((p) => p.line),
+      [4, 5],
+    );
+    assert.match(summary.invalid[0]!.message, /plant\.name/);
+    assert.deepEqual(summary.conflicts, []);
+    const out = new Collect();
+    assert.equal(await exportPlants(store, out), 4);
+    assert.equal(
+      out.text,
+      [
+        '{"id":1,"owner":"bob","name":"rose"}',
+        '{"id":3,"owner":"alice","name":"fern","tag":"green"}',
+        '{"id":9007199254740992,"owner":"carol","name":"aloe"}',
+        '{"id":9007199254740993,"owner":"carol","name":"cactus"}',
+        '',
+      ].join('\n'),
+    );
+  });
+
+  test(`${engine}: a second import of the same lines changes nothing; a different plant with a taken id is a conflict`, async (t) => {
+    const store = await open();
+    t.after(() => store.close());
+    await store.migrate();
+    const rows = ['{"id":1,"owner":"a","name":"x"}', '{"id":2,"owner":"b","name":"y","tag":"t"}'];
+    assert.equal((await importPlants(lines(...rows), store)).imported, 2);
+    const again = await importPlants(lines(...rows), store);
+    assert.deepEqual(
+      { imported: again.imported, unchanged: again.unchanged, conflicts: again.conflicts },
+      { imported: 0, unchanged: 2, conflicts: [] },
+    );
+    const clash = await importPlants(
+      lines(
+        '{"id":2,"owner":"b","name":"y"}',
+        '{"id":5,"owner":"c","name":"z"}',
+        '{"id":5,"owner":"c","name":"z"}',
+        '{"id":5,"owner":"d","name":"z"}',
+      ),
+      store,
+      { batchSize: 10 },
+    );
+    assert.deepEqual(
+      { imported: clash.imported, unchanged: clash.unchanged, conflicts: clash.conflicts.map((c) => c.line) },
+      { imported: 1, unchanged: 1, conflicts: [1, 4] },
+    );
+    assert.match(clash.conflicts[0]!.message, /another plant already has the id 2/);
+    const page = await store.listPlants({ owner: null, tag: null, fromId: -(2n ** 63n), limit: 10 });
+    assert.deepEqual(page, [
+      { id: 1n, owner: 'a', name: 'x', tag: null },
+      { id: 2n, owner: 'b', name: 'y', tag: 't' },
+      { id: 5n, owner: 'c', name: 'z', tag: null },
+    ]);
+  });
+}
+
+test('export pages through the whole store, across page boundaries and up to the largest id', async (t) => {
+  const store = await openTestStore();
+  t.after(() => store.close());
+  await store.migrate();
+  const ids = Array.from({ length: 12_001 }, (_, i) => BigInt(i) * 3n - 10n);
+  ids.push(2n ** 63n - 1n);
+  const result = await store.insertBatch(ids.map((id) => ({ id, owner: 'o', name: `n${id}`, tag: null })));
+  assert.equal(result.inserted, ids.length);
+  const out = new Collect();
+  assert.equal(await exportPlants(store, out), ids.length);
+  const exported = out.text
+    .trimEnd()
+    .split('\n')
+    .map((l) => /"id":(-?\d+)/.exec(l)![1]);
+  assert.deepEqual(exported, ids.map(String));
+});
+
+test('progress draws a bar on a terminal and plain lines elsewhere', () => {
+  let now = 0;
+  const tty = Object.assign(new Collect(), { isTTY: true });
+  const bar = new Progress(tty, 'lines', { totalBytes: 1000, now: () => now });
+  now = 1000;
+  bar.update(500, 500);
+  bar.finish('Imported 500 plants');
+  assert.match(tty.text, /^\r\x1b\[K\[#{15}\.{15}\] {2}50% 500 lines 500\/s\r\x1b\[KImported 500 plants in 1\.0 s\.\n$/);
+
+  const pipe = new Collect();
+  now = 0;
+  const plain = new Progress(pipe, 'lines', { totalBytes: 1000, lineEvery: 200, now: () => now });
+  now = 1000;
+  for (const done of [100, 200, 300, 400]) plain.update(done, done);
+  assert.equal(pipe.text, 'progress: 200 lines (20%), 200/s\nprogress: 400 lines (40%), 400/s\n');
+});
