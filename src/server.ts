@@ -38,6 +38,7 @@ export async function serve(config: Config): Promise<void> {
   const app = await buildApp({ config, store, redis });
   late.app = app;
   if (applied.length > 0) app.log.info({ migrations: applied }, 'applied schema migrations');
+  for (const warning of await store.durabilityWarnings()) app.log.warn(warning);
   await app.listen({ port: config.port, host: config.host });
 
   let stopping = false;

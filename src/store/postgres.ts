@@ -249,6 +249,23 @@ export class PostgresStore implements Store {
     return (await this.run('tokenRevoke', [at, id])).rowCount === 1;
   }
 
+  async durabilityWarnings(): Promise<string[]> {
+    const warnings: string[] = [];
+    const setting = async (name: 'fsync' | 'synchronous_commit'): Promise<string> => {
+      try {
+        return (await this.pool.query<Record<string, string>>(`SHOW ${name}`)).rows[0]?.[name] ?? '';
+      } catch (error) {
+        throw unavailable(error);
+      }
+    };
+    if ((await setting('fsync')) === 'off')
+      warnings.push('PostgreSQL runs with fsync=off: a crash can lose committed plants');
+    if ((await setting('synchronous_commit')) === 'off') {
+      warnings.push('PostgreSQL runs with synchronous_commit=off: a crash can lose plants already answered 200');
+    }
+    return warnings;
+  }
+
   async isReady(): Promise<boolean> {
     try {
       await this.pool.query('SELECT 1');

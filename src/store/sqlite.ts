@@ -176,6 +176,10 @@ export class SqliteStore implements Store {
     return Promise.resolve(this.sql.tokenRevoke.run(at, id).changes === 1);
   }
 
+  durabilityWarnings(): Promise<string[]> {
+    return Promise.resolve([]); // WAL and synchronous=FULL are set and checked when the file is opened
+  }
+
   isReady(): Promise<boolean> {
     try {
       this.db.prepare('SELECT 1').get();

@@ -71,6 +71,8 @@ export interface Store extends PlantStore, TokenStore {
   readonly engine: 'sqlite' | 'postgres';
   /** Applies pending schema migrations; answers the versions it applied. */
   migrate(): Promise<number[]>;
+  /** Settings of the database that weaken "a 200 is durably committed"; empty when there are none. */
+  durabilityWarnings(): Promise<string[]>;
   /** True when the database answers a query. */
   isReady(): Promise<boolean>;
   close(): Promise<void>;

@@ -113,6 +113,29 @@ export function storeContract(engine: string, open: () => Promise<Store>): void 
       );
     });
 
+    withStore('reports nothing that weakens durability on a database with default settings', async (store) => {
+      assert.deepEqual(await store.durabilityWarnings(), []);
+    });
+
+    withStore('stores a batch, counting what was new, what was already there, and what clashes', async (store) => {
+      await store.createPlant(plant(2n, 'bob', 'rose', 'red'));
+      const result = await store.insertBatch([
+        plant(1n, 'alice', 'fern'),
+        plant(2n, 'bob', 'rose', 'red'),
+        plant(3n, 'carol', 'aloe'),
+        plant(3n, 'carol', 'aloe'),
+        plant(3n, 'dave', 'aloe'),
+        plant(2n, 'eve', 'rose', 'red'),
+      ]);
+      assert.equal(result.inserted, 2);
+      assert.equal(result.unchanged, 2);
+      assert.deepEqual(result.conflicts, [plant(3n, 'dave', 'aloe'), plant(2n, 'eve', 'rose', 'red')]);
+      assert.deepEqual(
+        (await store.listPlants(page())).map((r) => r.owner),
+        ['alice', 'bob', 'carol'],
+      );
+    });
+
     withStore('is ready while open and not after close', async (store) => {
       assert.equal(await store.isReady(), true);
       await store.close();
