@@ -151,7 +151,10 @@ test('progress draws a bar on a terminal and plain lines elsewhere', () => {
   now = 1000;
   bar.update(500, 500);
   bar.finish('Imported 500 plants');
-  assert.match(tty.text, /^\r\x1b\[K\[#{15}\.{15}\] {2}50% 500 lines 500\/s\r\x1b\[KImported 500 plants in 1\.0 s\.\n$/);
+  assert.match(
+    tty.text,
+    /^\r\x1b\[K\[#{15}\.{15}\] {2}50% 500 lines 500\/s\r\x1b\[KImported 500 plants in 1\.0 s\.\n$/,
+  );
 
   const pipe = new Collect();
   now = 0;
