@@ -27,6 +27,7 @@ export default tseslint.config(
       'no-control-regex': 'off',
     },
   },
-  { files: ['eslint.config.js'], ...tseslint.configs.disableTypeChecked },
+  { files: ['eslint.config.js', '**/*.mjs'], ...tseslint.configs.disableTypeChecked },
+  { files: ['**/*.mjs'], languageOptions: { globals: { process: 'readonly', Buffer: 'readonly' } } },
   prettier,
 );

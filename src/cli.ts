@@ -3,7 +3,7 @@ import { parseArgs } from 'node:util';
 import { TokenInputError, TokenService } from './auth/token.service.js';
 import { isPrimary, runPrimary } from './cluster.js';
 import { ConfigError, loadConfig, parseDuration, parseWorkers } from './config.js';
-import { serve } from './server.js';
+import { releaseProcess, serve } from './server.js';
 import { openStore } from './store/open-store.js';
 import type { Store, TokenRecord } from './store/store.js';
 import { exportPlants } from './transfer/export.js';
@@ -38,7 +38,8 @@ const err = (text: string): void => void process.stderr.write(`${text}\n`);
 
 /** Opens the configured store, brought up to date, for one command. */
 async function withStore<T>(run: (store: Store, applied: number[]) => Promise<T>): Promise<T> {
-  const store = await openStore(loadConfig().database);
+  const config = loadConfig();
+  const store = await openStore(config.database, { poolSize: config.databasePoolSize });
   try {
     return await run(store, await store.migrate());
   } finally {
@@ -247,5 +248,6 @@ run(process.argv.slice(2)).then(
       err(`plant-store: ${error instanceof Error ? error.message : String(error)}`);
       process.exitCode = 1;
     }
+    releaseProcess(); // a worker that failed to start must exit, so its primary sees it
   },
 );

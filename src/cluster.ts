@@ -15,7 +15,7 @@ export async function runPrimary(config: Config): Promise<void> {
     throw new ConfigError('sqlite::memory: cannot be shared by several workers; use a file or PostgreSQL');
   }
   const log = pino({ level: config.logLevel }).child({ role: 'primary' });
-  const store = await openStore(config.database);
+  const store = await openStore(config.database, { poolSize: 1 });
   try {
     const applied = await store.migrate();
     if (applied.length > 0) log.info({ migrations: applied }, 'applied schema migrations');
@@ -24,18 +24,19 @@ export async function runPrimary(config: Config): Promise<void> {
   }
 
   let stopping = false;
-  let failed = false;
+  let live = 0;
   const restarts: number[] = [];
-  const fork = (): Worker => cluster.fork();
+  const fork = (): Worker => {
+    live += 1;
+    return cluster.fork();
+  };
 
   cluster.on('exit', (worker, code, signal) => {
+    live -= 1;
     if (stopping) {
-      if (code !== 0) failed = true;
+      if (code !== 0) process.exitCode = 1;
       log.info({ pid: worker.process.pid, code, signal }, 'worker stopped');
-      if (Object.keys(cluster.workers ?? {}).length === 0) {
-        log.info('all workers stopped');
-        process.exitCode = failed ? 1 : 0;
-      }
+      if (live === 0) log.info('all workers stopped');
       return;
     }
     const now = Date.now();
@@ -43,8 +44,8 @@ export async function runPrimary(config: Config): Promise<void> {
     while (restarts[0]! < now - 60_000) restarts.shift();
     if (restarts.length > RESTARTS_PER_MINUTE) {
       log.fatal({ restarts: restarts.length }, 'workers keep dying; giving up');
+      process.exitCode = 1;
       stop('SIGTERM');
-      failed = true;
       return;
     }
     log.error({ pid: worker.process.pid, code, signal }, 'a worker died; starting another');
@@ -54,15 +55,16 @@ export async function runPrimary(config: Config): Promise<void> {
   function stop(signal: NodeJS.Signals): void {
     if (stopping) return;
     stopping = true;
-    log.info({ signal, workers: Object.keys(cluster.workers ?? {}).length }, 'stopping workers');
+    log.info({ signal, workers: live }, 'stopping workers');
     for (const worker of Object.values(cluster.workers ?? {})) worker?.process.kill('SIGTERM');
     setTimeout(() => {
       log.error('workers did not stop within the grace period; exiting');
       process.exit(1);
     }, config.shutdownGraceMs + 2000).unref();
   }
-  process.once('SIGTERM', stop);
-  process.once('SIGINT', stop);
+  // `on`: a terminal's Ctrl-C or a group kill reaches the primary and the workers alike.
+  process.on('SIGTERM', stop);
+  process.on('SIGINT', stop);
 
   for (let i = 0; i < config.workers; i++) fork();
   log.info({ workers: config.workers, port: config.port }, 'started workers');

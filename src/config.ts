@@ -28,6 +28,8 @@ export interface Config {
   readonly workers: number;
   /** Shared rate-limit counters across instances; null keeps them in each process. */
   readonly redisUrl: string | null;
+  /** PostgreSQL connections per process; workers × instances × this must fit max_connections. */
+  readonly databasePoolSize: number;
 }
 
 export class ConfigError extends Error {
@@ -105,12 +107,19 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     tokenCacheMs: 2000,
     workers: parseWorkers(env.WORKERS ?? '1'),
     redisUrl: parseRedisUrl(env.REDIS_URL),
+    databasePoolSize: parsePoolSize(env.DATABASE_POOL_SIZE ?? '10'),
   });
 }
 
 export function parseWorkers(text: string): number {
   const n = /^[0-9]{1,3}$/.test(text) ? Number(text) : 0;
   if (n < 1 || n > 64) throw new ConfigError(`WORKERS (or --workers) must be a number from 1 to 64; got "${text}"`);
+  return n;
+}
+
+function parsePoolSize(text: string): number {
+  const n = /^[0-9]{1,4}$/.test(text) ? Number(text) : 0;
+  if (n < 1 || n > 1000) throw new ConfigError(`DATABASE_POOL_SIZE must be a number from 1 to 1000; got "${text}"`);
   return n;
 }
 

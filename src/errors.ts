@@ -73,7 +73,7 @@ export function errorHandler(raised: FastifyError, request: FastifyRequest, repl
       : raised;
   if (error !== raised) request.log.warn({ err: raised }, 'database unavailable');
   const { status, message } = classify(error);
-  if (status >= 500) request.log.error({ err: error }, 'request failed');
+  if (status >= 500 && error === raised) request.log.error({ err: error }, 'request failed');
   else request.log.info({ status, reason: message }, 'request rejected');
   if (error instanceof HttpError) void reply.headers(error.headers);
   void reply.code(status).send(errorBody(status, message));

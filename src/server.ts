@@ -1,29 +1,13 @@
 import type { FastifyInstance } from 'fastify';
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import { buildApp } from './app.js';
 import type { Config } from './config.js';
+import { closeRedis, connectRedis } from './redis.js';
 import { openStore } from './store/open-store.js';
 
-/** A Redis client that never holds a request up: when Redis is away, commands fail at once. */
-function connectRedis(url: string, late: { app?: FastifyInstance }): Redis {
-  const redis = new Redis(url, {
-    lazyConnect: true,
-    enableOfflineQueue: false,
-    maxRetriesPerRequest: 0,
-    connectTimeout: 2000,
-  });
-  let down = false;
-  redis.on('error', (error: Error) => {
-    if (!down)
-      late.app?.log.warn({ err: error }, 'Redis is unreachable: rate limits are not enforced until it returns');
-    down = true;
-  });
-  redis.on('ready', () => {
-    if (down) late.app?.log.info('Redis is reachable again');
-    down = false;
-  });
-  redis.connect().catch(() => {}); // reported by the error listener; ioredis keeps reconnecting
-  return redis;
+/** Lets a cluster worker exit: its channel to the primary would keep the process alive. */
+export function releaseProcess(): void {
+  if (process.connected) process.disconnect();
 }
 
 /** Process entry: config → store → app → listen, and a graceful stop on SIGTERM or SIGINT. */
@@ -31,17 +15,27 @@ export async function serve(config: Config): Promise<void> {
   // The app's logger exists only once the app does; a connection may fail before that.
   const late: { app?: FastifyInstance } = {};
   const store = await openStore(config.database, {
+    poolSize: config.databasePoolSize,
     onIdleError: (error) => late.app?.log.warn({ err: error }, 'a database connection failed; the pool replaces it'),
   });
-  const applied = await store.migrate();
-  const redis = config.redisUrl === null ? undefined : connectRedis(config.redisUrl, late);
-  const app = await buildApp({ config, store, redis });
-  late.app = app;
-  if (applied.length > 0) app.log.info({ migrations: applied }, 'applied schema migrations');
-  for (const warning of await store.durabilityWarnings()) app.log.warn(warning);
-  await app.listen({ port: config.port, host: config.host });
+  let redis: Redis | undefined;
+  try {
+    const applied = await store.migrate();
+    redis = config.redisUrl === null ? undefined : connectRedis(config.redisUrl, late);
+    late.app = await buildApp({ config, store, redis });
+    if (applied.length > 0) late.app.log.info({ migrations: applied }, 'applied schema migrations');
+    for (const warning of await store.durabilityWarnings()) late.app.log.warn(warning);
+    await late.app.listen({ port: config.port, host: config.host });
+  } catch (error) {
+    // A start that fails (port taken, database away) closes what it opened, so the process can exit.
+    await late.app?.close().catch(() => {});
+    await Promise.all([store.close().catch(() => {}), closeRedis(redis)]);
+    throw error;
+  }
+  const app = late.app;
 
   let stopping = false;
+  // `on`, not `once`: the signal may come twice (to the process group, and from a cluster primary).
   const stop = (signal: NodeJS.Signals): void => {
     if (stopping) return;
     stopping = true;
@@ -53,17 +47,17 @@ export async function serve(config: Config): Promise<void> {
     }, config.shutdownGraceMs).unref();
     app
       .close()
-      .then(() => Promise.all([store.close(), redis?.quit()]))
+      .then(() => Promise.all([store.close(), closeRedis(redis)]))
       .then(() => {
         app.log.info('stopped cleanly');
-        // A cluster worker's channel to its primary would keep the process alive.
-        if (process.connected) process.disconnect();
+        releaseProcess();
       })
       .catch((error: unknown) => {
         app.log.error({ err: error }, 'shutdown failed');
         process.exitCode = 1;
+        releaseProcess();
       });
   };
-  process.once('SIGTERM', stop);
-  process.once('SIGINT', stop);
+  process.on('SIGTERM', stop);
+  process.on('SIGINT', stop);
 }

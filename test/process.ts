@@ -30,12 +30,18 @@ export interface ServerProcess {
 }
 
 /** Starts `plant-store serve` on a free port and waits until every worker logs where it listens. */
-export async function startServer(env: NodeJS.ProcessEnv, cwd?: string, args: string[] = []): Promise<ServerProcess> {
+export async function startServer(
+  env: NodeJS.ProcessEnv,
+  cwd?: string,
+  args: string[] = [],
+  { detached = false } = {},
+): Promise<ServerProcess> {
   const workersAt = args.indexOf('--workers');
   const listeners = workersAt >= 0 ? Number(args[workersAt + 1]) : 1;
   const child = spawn(process.execPath, [BIN, 'serve', ...args], {
     env: { ...process.env, PORT: '0', LOG_LEVEL: 'info', ...env },
     cwd,
+    detached, // its own process group, for tests that signal the whole group
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
@@ -52,6 +58,11 @@ export async function startServer(env: NodeJS.ProcessEnv, cwd?: string, args: st
     };
     child.stdout.on('data', onData);
     child.once('exit', (code) => reject(new Error(`server exited with ${code}: ${errors}${out}`)));
+    // A server that never says where it listens fails the test instead of hanging it.
+    setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`server did not listen within 30 s: ${errors}${out}`));
+    }, 30_000).unref();
   });
   return {
     child,

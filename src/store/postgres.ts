@@ -1,4 +1,6 @@
 import pg from 'pg';
+import { classifyPostgresError } from './postgres-errors.js';
+import { STATEMENTS } from './postgres-statements.js';
 import { postgresMigrations } from './migrations/postgres.js';
 import {
   type BatchResult,
@@ -6,7 +8,6 @@ import {
   type PlantPage,
   type PlantRecord,
   type Store,
-  StoreUnavailableError,
   type TokenRecord,
   samePlant,
 } from './store.js';
@@ -47,50 +48,6 @@ const toToken = (row: TokenRow): TokenRecord => ({
   expiresAt: optionalNumber(row.expires_at),
   revokedAt: optionalNumber(row.revoked_at),
 });
-
-// SQLSTATE classes that mean "the database cannot serve now", not "this query is wrong":
-// 08 connection exception, 53 insufficient resources, 57P operator intervention (shutdown, restart).
-const UNAVAILABLE = /^(08|53|57P)/;
-
-/** Errors of reaching the database become StoreUnavailableError (a 503); query errors stay what they are. */
-function unavailable(error: unknown): unknown {
-  if (error instanceof pg.DatabaseError) {
-    return UNAVAILABLE.test(error.code ?? '') ? new StoreUnavailableError(error.message, { cause: error }) : error;
-  }
-  // Anything else from the driver is the connection failing: refused, reset, timed out, terminated.
-  if (error instanceof TypeError || error instanceof RangeError) return error;
-  return new StoreUnavailableError(error instanceof Error ? error.message : String(error), { cause: error });
-}
-
-// pg reads BIGINT as text, never as a JS number. (A cast here, `id::text`, would make ORDER BY id
-// sort the text: output column names win in ORDER BY.)
-const SELECT_PLANT = 'SELECT id, owner, name, tag FROM plants';
-/** Plants in id order from $n+1, at most $n+2 of them, filtered by equality on `columns` ($1…$n). */
-function list(columns: string[]): string {
-  const where = columns.map((column, i) => `${column} = $${i + 1} AND `).join('');
-  return `${SELECT_PLANT} WHERE ${where}id >= $${columns.length + 1} ORDER BY id LIMIT $${columns.length + 2}`;
-}
-
-const STATEMENTS = {
-  insert: 'INSERT INTO plants (id, owner, name, tag) VALUES ($1, $2, $3, $4) ON CONFLICT (id) DO NOTHING',
-  byId: `${SELECT_PLANT} WHERE id = $1`,
-  listAll: list([]),
-  listTag: list(['tag']),
-  listOwner: list(['owner']),
-  listOwnerTag: list(['owner', 'tag']),
-  delete: 'DELETE FROM plants WHERE id = $1',
-  deleteOwn: 'DELETE FROM plants WHERE id = $1 AND owner = $2',
-  // One statement for a batch: atomic, and rows with ids already held are skipped, not overwritten.
-  insertBatch: `INSERT INTO plants (id, owner, name, tag)
-    SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[])
-    ON CONFLICT (id) DO NOTHING RETURNING id`,
-  byIds: `${SELECT_PLANT} WHERE id = ANY($1::bigint[])`,
-  tokenInsert:
-    'INSERT INTO api_tokens (id, secret_hash, subject, scopes, created_at, expires_at, revoked_at) VALUES ($1, $2, $3, $4, $5, $6, $7)',
-  tokenById: 'SELECT * FROM api_tokens WHERE id = $1',
-  tokenAll: 'SELECT * FROM api_tokens ORDER BY created_at, id',
-  tokenRevoke: 'UPDATE api_tokens SET revoked_at = coalesce(revoked_at, $1) WHERE id = $2',
-} as const;
 
 // Serialises migrations of every instance that starts at once (an arbitrary, fixed lock key).
 const MIGRATION_LOCK = 7_316_001;
@@ -133,20 +90,12 @@ export class PostgresStore implements Store {
     try {
       return await this.pool.query<R>({ name, text: STATEMENTS[name], values });
     } catch (error) {
-      throw unavailable(error);
+      throw classifyPostgresError(error);
     }
   }
 
-  async migrate(): Promise<number[]> {
-    let client: pg.PoolClient;
-    try {
-      client = await this.pool.connect();
-    } catch (error) {
-      throw unavailable(error);
-    }
-    const applied: number[] = [];
-    try {
-      await client.query('BEGIN');
+  migrate(): Promise<number[]> {
+    return this.transaction(async (client) => {
       await client.query('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK]);
       await client.query(
         'CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)',
@@ -154,20 +103,15 @@ export class PostgresStore implements Store {
       const done = new Set(
         (await client.query<{ version: number }>('SELECT version FROM schema_migrations')).rows.map((r) => r.version),
       );
+      const applied: number[] = [];
       for (const m of postgresMigrations) {
         if (done.has(m.version)) continue;
         await client.query(m.sql);
         await client.query('INSERT INTO schema_migrations VALUES ($1, $2, $3)', [m.version, m.name, Date.now()]);
         applied.push(m.version);
       }
-      await client.query('COMMIT');
       return applied;
-    } catch (error) {
-      await client.query('ROLLBACK').catch(() => {});
-      throw unavailable(error);
-    } finally {
-      client.release();
-    }
+    });
   }
 
   async createPlant(plant: PlantRecord): Promise<CreateResult> {
@@ -192,31 +136,63 @@ export class PostgresStore implements Store {
     return result.rows.map(toPlant);
   }
 
+  /** One transaction: the insert, and the read of the plants that already held the other ids. */
   async insertBatch(plants: readonly PlantRecord[]): Promise<BatchResult> {
+    // Only the first plant of each id is offered; every other is compared with the id's holder.
+    const first = new Map<string, PlantRecord>();
+    for (const plant of plants) if (!first.has(String(plant.id))) first.set(String(plant.id), plant);
+    const offered = [...first.values()];
     const columns = [
-      plants.map((p) => p.id),
-      plants.map((p) => p.owner),
-      plants.map((p) => p.name),
-      plants.map((p) => p.tag),
+      offered.map((p) => p.id),
+      offered.map((p) => p.owner),
+      offered.map((p) => p.name),
+      offered.map((p) => p.tag),
     ];
-    const insertedIds = new Set((await this.run<{ id: string }>('insertBatch', columns)).rows.map((r) => r.id));
-    // The first plant of an inserted id is the one stored; every other plant is compared with its holder.
-    const holders = new Map<string, PlantRecord>();
-    const rest: PlantRecord[] = [];
+    const { insertedIds, holders } = await this.transaction(async (client) => {
+      const inserted = await client.query<{ id: string }>({
+        name: 'insertBatch',
+        text: STATEMENTS.insertBatch,
+        values: columns,
+      });
+      const ids = new Set(inserted.rows.map((r) => r.id));
+      const found = new Map<string, PlantRecord>();
+      const skipped = offered.filter((p) => !ids.has(String(p.id))).map((p) => p.id);
+      if (skipped.length > 0) {
+        const rows = await client.query<PlantRow>({ name: 'byIds', text: STATEMENTS.byIds, values: [skipped] });
+        for (const row of rows.rows) found.set(row.id, toPlant(row));
+      }
+      return { insertedIds: ids, holders: found };
+    });
+    let unchanged = 0;
+    const conflicts: PlantRecord[] = [];
     for (const plant of plants) {
       const key = String(plant.id);
-      if (insertedIds.has(key) && !holders.has(key)) holders.set(key, plant);
-      else rest.push(plant);
+      if (insertedIds.has(key) && first.get(key) === plant) continue; // this one was stored
+      const holder = insertedIds.has(key) ? first.get(key) : holders.get(key);
+      if (holder !== undefined && samePlant(holder, plant)) unchanged += 1;
+      else conflicts.push(plant);
     }
-    const unknown = rest.filter((p) => !holders.has(String(p.id))).map((p) => p.id);
-    if (unknown.length > 0) {
-      for (const row of (await this.run<PlantRow>('byIds', [unknown])).rows) holders.set(row.id, toPlant(row));
+    return { inserted: insertedIds.size, unchanged, conflicts };
+  }
+
+  private async transaction<T>(work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+    let client: pg.PoolClient;
+    try {
+      client = await this.pool.connect();
+    } catch (error) {
+      throw classifyPostgresError(error);
     }
-    const conflicts = rest.filter((p) => {
-      const holder = holders.get(String(p.id));
-      return holder === undefined || !samePlant(holder, p);
-    });
-    return { inserted: insertedIds.size, unchanged: rest.length - conflicts.length, conflicts };
+    try {
+      await client.query('BEGIN');
+      const result = await work(client);
+      await client.query('COMMIT');
+      return result;
+    } catch (error) {
+      await client.query('ROLLBACK').catch(() => {});
+      throw classifyPostgresError(error);
+    } finally {
+      client.release();
+    }
   }
 
   async deletePlant(id: bigint, owner: string | null): Promise<boolean> {
@@ -255,7 +231,7 @@ export class PostgresStore implements Store {
       try {
         return (await this.pool.query<Record<string, string>>(`SHOW ${name}`)).rows[0]?.[name] ?? '';
       } catch (error) {
-        throw unavailable(error);
+        throw classifyPostgresError(error);
       }
     };
     if ((await setting('fsync')) === 'off')

@@ -1,4 +1,4 @@
-import { createInterface } from 'node:readline';
+import { isUtf8 } from 'node:buffer';
 import type { Readable } from 'node:stream';
 import type { PlantRecord, PlantStore } from '../store/store.js';
 import { parseLine } from './plant-line.js';
@@ -21,6 +21,25 @@ export interface ImportSummary {
 
 // One transaction (one fsync) per batch: 50,000 plants measured 2× faster than 5,000 on SQLite.
 const BATCH = 50_000;
+
+/**
+ * The lines of a stream as bytes (without the line break), so that invalid UTF-8 can be refused:
+ * readline would quietly turn it into U+FFFD and store a name nobody sent.
+ */
+async function* byteLines(input: Readable): AsyncGenerator<Buffer> {
+  let carry = Buffer.alloc(0);
+  for await (const chunk of input as AsyncIterable<Buffer | string>) {
+    const bytes = typeof chunk === 'string' ? Buffer.from(chunk) : chunk;
+    const buffer = carry.length > 0 ? Buffer.concat([carry, bytes]) : bytes;
+    let start = 0;
+    for (let end = buffer.indexOf(10); end !== -1; end = buffer.indexOf(10, start)) {
+      yield buffer.subarray(start, end > start && buffer[end - 1] === 13 ? end - 1 : end);
+      start = end + 1;
+    }
+    carry = Buffer.from(buffer.subarray(start));
+  }
+  if (carry.length > 0) yield carry;
+}
 
 export interface ImportOptions {
   readonly progress?: Progress | undefined;
@@ -57,9 +76,15 @@ export async function importPlants(
     lineOf = new Map();
   };
 
-  for await (const text of createInterface({ input, crlfDelay: Infinity })) {
+  for await (const raw of byteLines(input)) {
     lines += 1;
-    bytes += Buffer.byteLength(text) + 1;
+    bytes += raw.length + 1;
+    if (!isUtf8(raw)) {
+      invalid.push({ line: lines, message: 'not valid UTF-8' });
+      continue;
+    }
+    // A byte-order mark before the first line is tolerated, as editors write one.
+    const text = lines === 1 ? raw.toString('utf8').replace(/^\uFEFF/, '') : raw.toString('utf8');
     if (text.trim() === '') continue;
     const parsed = parseLine(text);
     if ('error' in parsed) {

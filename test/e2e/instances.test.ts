@@ -23,8 +23,12 @@ async function instances(
   const env = { DATABASE_URL: scratch.url, ...extra };
   const migrated = await runCli(['migrate'], env);
   assert.equal(migrated.code, 0, migrated.stderr);
-  const servers = await Promise.all(Array.from({ length: count }, () => startServer(env)));
-  t.after(() => Promise.all(servers.map((s) => s.stop())));
+  const servers: ServerProcess[] = [];
+  for (let i = 0; i < count; i++) {
+    const server = await startServer(env);
+    t.after(() => server.stop());
+    servers.push(server);
+  }
   return { env, servers };
 }
 

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
+import { createServer } from 'node:net';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -79,4 +80,57 @@ test('serve refuses a worker count outside 1 to 64', async () => {
     assert.equal(r.code, 2, workers);
     assert.match(r.stderr, /WORKERS \(or --workers\) must be a number from 1 to 64/);
   }
+});
+
+test('a SIGTERM to the whole process group still stops every worker cleanly, with exit 0', async (t) => {
+  const env = { DATABASE_URL: `sqlite:${join(mkdtempSync(join(dir, 'group-')), 'store.db')}` };
+  const server = await startServer(env, undefined, ['--workers', '3'], { detached: true });
+  t.after(() => server.stop());
+  const exited = once(server.child, 'exit');
+  process.kill(-server.child.pid!, 'SIGTERM'); // the primary and its workers get it at once
+  const [code] = (await exited) as [number | null];
+  assert.equal(code, 0, server.logs());
+  assert.equal(server.logs().match(/"msg":"stopped cleanly"/g)?.length, 3);
+  assert.match(server.logs(), /"msg":"all workers stopped"/);
+});
+
+test(
+  'serve exits 1 when it cannot listen, alone or with workers, instead of hanging',
+  { timeout: 60_000 },
+  async (t) => {
+    const blocker = createServer();
+    await new Promise<void>((resolve) => blocker.listen(0, '127.0.0.1', resolve));
+    t.after(() => blocker.close());
+    const port = String((blocker.address() as { port: number }).port);
+    const env = { DATABASE_URL: `sqlite:${join(mkdtempSync(join(dir, 'busy-')), 'store.db')}`, PORT: port };
+    const alone = await runCli(['serve'], env);
+    assert.equal(alone.code, 1);
+    assert.match(alone.stderr, /EADDRINUSE/);
+    // Workers that cannot start are replaced up to 10 times a minute; then the primary gives up.
+    const workers = await runCli(['serve', '--workers', '2'], env);
+    assert.equal(workers.code, 1);
+    assert.match(workers.stdout, /workers keep dying; giving up/);
+  },
+);
+
+test('serve stops cleanly with REDIS_URL set while Redis is unreachable, and says so in its log', async (t) => {
+  const closed = createServer();
+  await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
+  const port = (closed.address() as { port: number }).port;
+  await new Promise((resolve) => closed.close(resolve)); // a port where nothing listens
+  const env = {
+    DATABASE_URL: `sqlite:${join(mkdtempSync(join(dir, 'redis-')), 'store.db')}`,
+    REDIS_URL: `redis://127.0.0.1:${port}`,
+  };
+  const server = await startServer(env);
+  t.after(() => server.stop());
+  const health = await fetch(`${server.url}/healthz`);
+  assert.equal(health.status, 200);
+  const deadline = Date.now() + 10_000;
+  while (!server.logs().includes('Redis is unreachable') && Date.now() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  assert.match(server.logs(), /Redis is unreachable: rate limits are not enforced until it returns/);
+  assert.equal(await server.stop(), 0);
+  assert.match(server.logs(), /"msg":"stopped cleanly"/);
 });

@@ -49,7 +49,11 @@ export async function redisUrl(): Promise<string> {
   const url = `redis://127.0.0.1:${port}`;
   const deadline = Date.now() + 5000;
   while (!(await Promise.race([answers(url), failed]))) {
-    if (Date.now() > deadline) throw new Error('no Redis for the tests: redis-server did not answer within 5 s');
+    if (Date.now() > deadline) {
+      child.kill();
+      throw new Error('no Redis for the tests: redis-server did not answer within 5 s');
+    }
+    await new Promise((resolve) => setTimeout(resolve, 50));
   }
   child.unref(); // stopped on exit below; it must not keep the test process alive
   throwaway = { url, stop: () => void child.kill() };

@@ -48,6 +48,29 @@ test('a line that is not a valid plant says why', () => {
   }
 });
 
+test('import refuses invalid UTF-8 by line number, and reads CRLF lines and a leading byte-order mark', async (t) => {
+  const store = await openTestStore();
+  t.after(() => store.close());
+  await store.migrate();
+  const input = Readable.from([
+    Buffer.concat([
+      Buffer.from('\uFEFF{"id":1,"owner":"a","name":"fern"}\r\n'),
+      Buffer.from('{"id":2,"owner":"a","name":"f'),
+      Buffer.from([0xff]),
+      Buffer.from('rn"}\n{"id":3,"owner":"a","name":"ros'),
+    ]),
+    Buffer.from('e"}'), // a line split across chunks, with no final newline
+  ]);
+  const summary = await importPlants(input, store);
+  assert.equal(summary.imported, 2);
+  assert.deepEqual(summary.invalid, [{ line: 2, message: 'not valid UTF-8' }]);
+  const page = await store.listPlants({ owner: null, tag: null, fromId: 0n, limit: 10 });
+  assert.deepEqual(
+    page.map((p) => p.name),
+    ['fern', 'rose'],
+  );
+});
+
 const engines: Array<[string, () => Promise<Store>]> = [
   ['SQLite', openTestStore],
   ['PostgreSQL', openScratchPostgres],

@@ -1,0 +1,25 @@
+import pg from 'pg';
+import { StoreUnavailableError } from './store.js';
+
+// SQLSTATEs that mean "the database cannot serve this now; the same request may succeed later":
+// class 08 connection exception (but not 08P01, a protocol violation: a bug of ours), class 53
+// insufficient resources (too many connections, disk full), 57P operator intervention (shutdown,
+// restart), 57014 a cancelled or timed-out statement, 25006 a read-only server (writes just after
+// a failover), 40001 and 40P01 serialization failure and deadlock.
+const RETRYABLE = /^(08(?!P01)|53|57P|57014$|25006$|40001$|40P01$)/;
+
+// What the driver raises itself when the network fails, by Node's system error codes.
+const NETWORK = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EHOSTUNREACH', 'EAI_AGAIN']);
+
+/** A database error that a retry may cure becomes StoreUnavailableError (a 503); anything else stays as it is. */
+export function classifyPostgresError(error: unknown): unknown {
+  if (error instanceof pg.DatabaseError) {
+    return RETRYABLE.test(error.code ?? '') ? new StoreUnavailableError(error.message, { cause: error }) : error;
+  }
+  if (!(error instanceof Error) || error instanceof TypeError || error instanceof RangeError) return error;
+  const code = (error as NodeJS.ErrnoException).code;
+  // pg's own connection errors ("Connection terminated", "timeout exceeded when trying to connect")
+  // carry no code; a system error carries one of NETWORK's.
+  if (code === undefined || NETWORK.has(code)) return new StoreUnavailableError(error.message, { cause: error });
+  return error;
+}
