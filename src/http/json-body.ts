@@ -40,6 +40,10 @@ export function registerJsonBody(app: FastifyInstance): void {
     const error = unreadable(request);
     if (error) {
       done(error, undefined);
+    } else if (body.length === 0) {
+      // No body at all, only the header (clients often send Content-Type on every request): a
+      // DELETE goes on; a POST is refused by its schema ("body must be object").
+      done(null, undefined);
     } else if (!isUtf8(body)) {
       done(new HttpError(400, 'the body is not valid UTF-8'), undefined);
     } else {

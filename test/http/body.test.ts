@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { Readable } from 'node:stream';
 import { test } from 'node:test';
 import type { InjectOptions } from 'fastify';
-import { READ_WRITE, makeApp } from '../helpers.js';
+import { READ_WRITE, json, makeApp } from '../helpers.js';
 import { assertErrorBody } from './support.js';
 
 const PLANT = '{"id":1,"name":"fern"}';
@@ -159,4 +159,24 @@ test('POST /plants answers 400 for __proto__ and constructor keys and pollutes n
   const listed = await h.call(token, { method: 'GET', url: '/plants' });
   assert.equal(listed.statusCode, 200);
   assert.deepEqual(listed.json(), []);
+});
+
+test('a JSON Content-Type with no body does not stop a DELETE, and a POST without a body is a 400', async (t) => {
+  const h = await makeApp();
+  t.after(() => h.close());
+  const token = await h.token('alice', READ_WRITE);
+  assert.equal(
+    (await h.call(token, { method: 'POST', url: '/plants', ...json('{"id":7,"name":"fern"}') })).statusCode,
+    200,
+  );
+  const deleted = await h.call(token, {
+    method: 'DELETE',
+    url: '/plants/7',
+    headers: { 'content-type': 'application/json', 'content-length': '0' },
+  });
+  assert.equal(deleted.statusCode, 204);
+  assert.equal(deleted.body, '');
+  const empty = await h.call(token, { method: 'POST', url: '/plants', ...json('') });
+  assertErrorBody(empty, 400);
+  assert.equal(empty.json<{ message: string }>().message, 'body must be object');
 });
