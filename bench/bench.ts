@@ -1,0 +1,299 @@
+// npm run bench — the service against the platform's own limit, side by side.
+//
+// Starts the service (SQLite in a temporary file, rate limiting off; then PostgreSQL) and a bare
+// node:http server answering the same bytes, each pinned to core 0, and drives both with wrk pinned
+// to core 1 (50 connections), alternating A/B. Any error or non-2xx answer fails the run.
+// Settings: BENCH_DURATION (seconds per run, default 10), BENCH_ROUNDS (default 2),
+// BENCH_DATABASE_URL (PostgreSQL to use; default: a throwaway embedded server), BENCH_SKIP=postgres,scale,workers.
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpus, totalmem, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { startThrowawayPostgres } from '../test/support/postgres.js';
+
+const BIN = fileURLToPath(new URL('../bin/plant-store.js', import.meta.url));
+const BARE = fileURLToPath(new URL('./bare-server.mjs', import.meta.url));
+const DURATION = Number(process.env.BENCH_DURATION ?? 10);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2);
+const SKIP = new Set((process.env.BENCH_SKIP ?? '').split(',').filter(Boolean));
+const dir = mkdtempSync(join(tmpdir(), 'plant-store-bench-'));
+
+// Whatever is still running when the harness ends, fails or is interrupted, is stopped.
+const children = new Set<ChildProcess>();
+process.once('exit', () => {
+  for (const child of children) child.kill('SIGKILL');
+});
+for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => process.exit(130));
+
+interface Server {
+  readonly url: string;
+  readonly child: ChildProcess;
+  stop(): Promise<void>;
+}
+
+interface Result {
+  readonly rps: number;
+  readonly p50: number;
+  readonly p99: number;
+}
+
+function ensureWrk(): void {
+  try {
+    execFileSync('wrk', ['--version'], { stdio: 'ignore' });
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'ENOENT') return; // wrk --version exits 1 but exists
+    console.error('wrk is not installed; installing it from Debian packages (apt-get install wrk)');
+    execFileSync('apt-get', ['install', '-y', 'wrk'], { stdio: 'inherit' });
+  }
+}
+
+async function start(command: string[], env: NodeJS.ProcessEnv, cores: string, ready: RegExp): Promise<Server> {
+  const child = spawn('taskset', ['-c', cores, process.execPath, ...command], {
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  children.add(child);
+  child.once('exit', () => children.delete(child));
+  let out = '';
+  const url = await new Promise<string>((resolve, reject) => {
+    const onData = (chunk: Buffer): void => {
+      out += chunk.toString();
+      const m = ready.exec(out);
+      if (!m) return;
+      // From here on the server's log is read and dropped: keeping it would cost the harness CPU.
+      child.stdout.off('data', onData);
+      child.stdout.resume();
+      resolve(`http://127.0.0.1:${m[1]}`);
+    };
+    child.stdout.on('data', onData);
+    child.once('exit', (code) => reject(new Error(`${command.join(' ')} exited with ${code}: ${out}`)));
+  });
+  return {
+    url,
+    child,
+    stop: async () => {
+      if (child.exitCode !== null) return;
+      const exited = once(child, 'exit');
+      child.kill('SIGTERM');
+      await exited;
+    },
+  };
+}
+
+const startService = (env: NodeJS.ProcessEnv, cores = '0', args: string[] = []): Promise<Server> =>
+  start(
+    [BIN, 'serve', ...args],
+    { PORT: '0', RATE_LIMIT: 'off', ...env },
+    cores,
+    /Server listening at http:\/\/127\.0\.0\.1:(\d+)/,
+  );
+
+const cli = (args: string[], env: NodeJS.ProcessEnv, input?: string): string =>
+  execFileSync(process.execPath, [BIN, ...args], {
+    env: { ...process.env, ...env },
+    input,
+    encoding: 'utf8',
+    maxBuffer: 1 << 30,
+  });
+
+/** Lua for wrk: the request of each scenario. Ids are unique per run, so no create is a 409. */
+function script(kind: 'get' | 'post' | 'delete' | 'mix', token: string, base: bigint): string {
+  const file = join(dir, `${kind}-${base}.lua`);
+  const head = `wrk.headers["Authorization"] = "Bearer ${token}"\nwrk.headers["Content-Type"] = "application/json"\nlocal n = 0\n`;
+  const post = `n = n + 1\n  return wrk.format("POST", "/plants", nil, '{"id":' .. (${base} + n) .. ',"name":"bench plant"}')`;
+  const body = {
+    get: '',
+    post: `request = function()\n  ${post}\nend\n`,
+    delete: `request = function()\n  n = n + 1\n  return wrk.format("DELETE", "/plants/" .. (${base} + n))\nend\n`,
+    mix: `request = function()\n  if math.random() < 0.9 then return wrk.format("GET", "/plants?limit=10") end\n  ${post}\nend\n`,
+  }[kind];
+  writeFileSync(file, head + body);
+  return file;
+}
+
+function wrk(url: string, lua: string, seconds = DURATION): Result {
+  const out = execFileSync('taskset', ['-c', '1', 'wrk', '-t1', '-c50', `-d${seconds}s`, '--latency', '-s', lua, url], {
+    encoding: 'utf8',
+  });
+  const non2xx = /Non-2xx or 3xx responses: (\d+)/.exec(out);
+  const socket = /Socket errors: (.*)/.exec(out);
+  if (non2xx || socket) throw new Error(`errors during the run against ${url} (${lua}):\n${out}`);
+  const ms = (label: string): number => {
+    const m = new RegExp(`^\\s+${label}%\\s+([\\d.]+)(us|ms|s)`, 'm').exec(out);
+    if (!m) throw new Error(`no ${label}% latency in wrk output:\n${out}`);
+    return Number(m[1]) * { us: 0.001, ms: 1, s: 1000 }[m[2] as 'us' | 'ms' | 's'];
+  };
+  return { rps: Number(/Requests\/sec:\s+([\d.]+)/.exec(out)![1]), p50: ms('50'), p99: ms('99') };
+}
+
+const median = (values: number[]): number => {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+};
+const combine = (results: Result[]): Result => ({
+  rps: median(results.map((r) => r.rps)),
+  p50: median(results.map((r) => r.p50)),
+  p99: median(results.map((r) => r.p99)),
+});
+
+const rows: string[] = [];
+const row = (engine: string, name: string, service: Result, bare?: Result): void => {
+  const ratio = bare ? (service.rps / bare.rps).toFixed(2) : '—';
+  const cells = [
+    engine,
+    name,
+    Math.round(service.rps).toLocaleString('en-US'),
+    service.p50.toFixed(2),
+    service.p99.toFixed(2),
+  ];
+  const bareCells = bare
+    ? [Math.round(bare.rps).toLocaleString('en-US'), bare.p50.toFixed(2), bare.p99.toFixed(2)]
+    : ['—', '—', '—'];
+  rows.push(`| ${[...cells, ...bareCells, ratio].join(' | ')} |`);
+  console.error(rows.at(-1));
+};
+
+function seedLines(owner: string, from: bigint, count: number, name: (i: number) => string): string {
+  let out = '';
+  for (let i = 0; i < count; i++) out += `{"id":${from + BigInt(i)},"owner":"${owner}","name":"${name(i)}"}\n`;
+  return out;
+}
+
+function importLines(env: NodeJS.ProcessEnv, text: string): void {
+  const file = join(dir, `seed-${Date.now()}.ndjson`);
+  writeFileSync(file, text);
+  cli(['import', file], env);
+  rmSync(file);
+}
+
+/** Others' plants for the scale rows, from ids above everything the bench owner has. */
+function seedOthers(env: NodeJS.ProcessEnv, from: number, to: number): void {
+  for (let start = from; start < to; start += 200_000) {
+    let text = '';
+    for (let i = start; i < Math.min(to, start + 200_000); i++)
+      text += `{"id":${4_000_000_000_000 + i},"owner":"other${i % 1000}","name":"plant ${i}"}\n`;
+    importLines(env, text);
+  }
+}
+
+const rss = (pid: number): number =>
+  Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) / 1024;
+
+async function suite(engine: string, env: NodeJS.ProcessEnv): Promise<void> {
+  cli(['migrate'], env);
+  const { token } = JSON.parse(
+    cli(['token', 'create', '--subject', 'bench', '--scopes', 'plants:read,plants:write', '--json'], env),
+  ) as {
+    token: string;
+  };
+  // The bench owner's 200 plants (listed), 400,000 to delete, and 1,000 of others'.
+  importLines(
+    env,
+    seedLines('bench', 1n, 200, (i) => `bench plant ${i}`),
+  );
+  importLines(
+    env,
+    seedLines('bench', 1_000_000_000_000n, 400_000, () => 'to delete'),
+  );
+  seedOthers(env, 0, 1000);
+
+  let service = await startService(env);
+  const call = async (path: string, init: RequestInit = {}): Promise<string> =>
+    (
+      await fetch(`${service.url}${path}`, {
+        ...init,
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      })
+    ).text();
+  const bodies = {
+    list10: await call('/plants?limit=10'),
+    list100: await call('/plants?limit=100'),
+    created: await call('/plants', { method: 'POST', body: '{"id":3000000000000000,"name":"bench plant"}' }),
+  };
+  const bare = await start([BARE], { BARE_BODIES: JSON.stringify(bodies), PORT: '0' }, '0', /listening (\d+)/);
+
+  let run = 0n;
+  const scenarios: Array<[string, (url: string) => string]> = [
+    ['GET /plants?limit=10', (url) => `${url}/plants?limit=10`],
+    ['GET /plants?limit=100', (url) => `${url}/plants?limit=100`],
+    ['POST /plants (unique ids)', (url) => url],
+    ['DELETE /plants/{id}', (url) => url],
+    ['90/10 read/write mix', (url) => url],
+  ];
+  const kinds = ['get', 'get', 'post', 'delete', 'mix'] as const;
+  let deleteBase = 1_000_000_000_000n;
+  for (const [i, [name, target]] of scenarios.entries()) {
+    const kind = kinds[i]!;
+    const results: { service: Result[]; bare: Result[] } = { service: [], bare: [] };
+    for (let round = 0; round < ROUNDS; round++) {
+      for (const [which, server] of [
+        ['bare', bare],
+        ['service', service],
+      ] as const) {
+        run += 1n;
+        const base = kind === 'delete' ? deleteBase : 2_000_000_000_000_000n + run * 1_000_000_000n;
+        const result = wrk(target(server.url), script(kind, token, base));
+        if (kind === 'delete' && which === 'service')
+          deleteBase += BigInt(Math.ceil(result.rps * DURATION * 1.2)) + 1000n;
+        results[which].push(result);
+      }
+    }
+    row(engine, name, combine(results.service), combine(results.bare));
+  }
+
+  if (!SKIP.has('scale')) {
+    const before = wrk(`${service.url}/plants?limit=10`, script('get', token, 0n));
+    row(engine, 'GET limit=10 with 1,000 plants of others', before);
+    await service.stop();
+    seedOthers(env, 1000, 1_000_000);
+    service = await startService(env);
+    wrk(`${service.url}/plants?limit=10`, script('get', token, 0n), 3); // warm-up after the restart
+    const after = wrk(`${service.url}/plants?limit=10`, script('get', token, 0n));
+    row(engine, 'GET limit=10 with 1,000,000 plants of others', after);
+    rows.push(
+      `| ${engine} | resident memory after the 1M run | ${rss(service.child.pid!).toFixed(0)} MB | | | | | | |`,
+    );
+    console.error(rows.at(-1));
+  }
+  await Promise.all([service.stop(), bare.stop()]);
+
+  if (!SKIP.has('workers')) {
+    const workers = await startService(env, '0,1', ['--workers', '2']);
+    await new Promise((resolve) => setTimeout(resolve, 1500)); // both workers listening
+    const result = wrk(`${workers.url}/plants?limit=10`, script('get', token, 0n));
+    row(engine, 'GET limit=10, --workers 2 (unpinned; wrk shares the cores)', result);
+    await workers.stop();
+  }
+}
+
+try {
+  ensureWrk();
+  const started = new Date();
+  await suite('SQLite', { DATABASE_URL: `sqlite:${join(dir, 'bench.db')}` });
+  if (!SKIP.has('postgres')) {
+    let url = process.env.BENCH_DATABASE_URL;
+    const throwaway = url ? undefined : await startThrowawayPostgres();
+    url ??= throwaway!.url;
+    try {
+      await suite('PostgreSQL', { DATABASE_URL: url });
+    } finally {
+      await throwaway?.stop();
+    }
+  }
+  console.log(
+    `\n${cpus().length} × ${cpus()[0]?.model}, ${Math.round(totalmem() / 2 ** 30)} GiB, node ${process.version}, ${started.toISOString()}`,
+  );
+  console.log(
+    `wrk -t1 -c50 -d${DURATION}s pinned to core 1; servers pinned to core 0; ${ROUNDS} alternating rounds, medians\n`,
+  );
+  console.log(
+    '| engine | scenario | service req/s | p50 ms | p99 ms | bare req/s | bare p50 | bare p99 | service/bare |',
+  );
+  console.log('|---|---|---|---|---|---|---|---|---|');
+  for (const line of rows) console.log(line);
+} finally {
+  rmSync(dir, { recursive: true, force: true });
+}
