@@ -31,6 +31,8 @@ export async function buildApp({ config, store, clock = Date.now, redis }: AppDe
     logger: { level: config.logLevel, redact: { paths: ['req.headers.authorization'], censor: '[redacted]' } },
     bodyLimit: config.bodyLimit,
     genReqId: requestId,
+    // One line per request (installProtocol's onResponse), not Fastify's two.
+    disableRequestLogging: true,
     requestIdHeader: false,
     requestTimeout: config.requestTimeoutMs,
     // Node checks header and request deadlines on this interval; its 30 s default would let a slow client linger.

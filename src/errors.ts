@@ -5,12 +5,17 @@ import { StoreUnavailableError } from './store/store.js';
 /** The one way code below the routes says "answer with this status": the handler writes the body. */
 export class HttpError extends Error {
   override name = 'HttpError';
-  constructor(
-    readonly statusCode: number,
-    message: string,
-    readonly headers: Readonly<Record<string, string>> = {},
-  ) {
+  readonly statusCode: number;
+  readonly headers: Readonly<Record<string, string>>;
+
+  constructor(statusCode: number, message: string, headers: Readonly<Record<string, string>> = {}) {
+    // An answer, not a bug: no stack trace to capture (it cost 9% of a 401 in a CPU profile).
+    const limit = Error.stackTraceLimit;
+    Error.stackTraceLimit = 0;
     super(message);
+    Error.stackTraceLimit = limit;
+    this.statusCode = statusCode;
+    this.headers = headers;
   }
 }
 

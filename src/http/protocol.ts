@@ -51,6 +51,7 @@ export function installProtocol(app: FastifyInstance): void {
   });
 
   app.addHook('onRequest', async (request, reply) => {
+    request.log.debug({ method: request.method, url: request.url }, 'incoming request');
     void reply.header('x-request-id', request.id);
     if (closing) throw new HttpError(503, 'the server is shutting down', { 'retry-after': '1', connection: 'close' });
     if (request.raw.httpVersion === '1.1' && request.headers.host === undefined) {
@@ -66,6 +67,18 @@ export function installProtocol(app: FastifyInstance): void {
     // open), or when it answers before the request's body arrived: the unread bytes must not be taken
     // for the next request, nor time out into a second answer.
     if (closing || (request.raw.complete === false && hasBody(request))) void reply.header('connection', 'close');
+  });
+
+  app.addHook('onResponse', async (request, reply) => {
+    request.log.info(
+      {
+        method: request.method,
+        url: request.url,
+        status: reply.statusCode,
+        ms: Math.round(reply.elapsedTime * 100) / 100,
+      },
+      'request completed',
+    );
   });
 
   app.setNotFoundHandler(notFound);

@@ -28,7 +28,7 @@ test('SIGTERM lets an in-flight request finish with 200, closes its connection, 
   const env = { DATABASE_URL: `sqlite:${join(dir, 'store.db')}` };
   const minted = await runCli(['token', 'create', '--subject', 'alice', '--scopes', 'plants:write', '--json'], env);
   const { token } = JSON.parse(minted.stdout) as { token: string };
-  const server = await startServer(env);
+  const server = await startServer({ ...env, LOG_LEVEL: 'debug' }); // 'incoming request' is a debug line
   t.after(() => server.stop());
 
   const { port } = new URL(server.url);
