@@ -1,6 +1,7 @@
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
+import { GroupCommit } from './group-commit.js';
 import { sqliteMigrations } from './migrations/sqlite.js';
 import {
   type BatchResult,
@@ -58,7 +59,11 @@ export class SqliteStore implements Store {
   readonly engine = 'sqlite' as const;
   private statements: ReturnType<SqliteStore['prepare']> | undefined;
 
-  constructor(private readonly db: Database.Database) {}
+  private readonly writes: GroupCommit;
+
+  constructor(private readonly db: Database.Database) {
+    this.writes = new GroupCommit(db);
+  }
 
   // Prepared once, after migrations created the tables.
   private prepare() {
@@ -108,14 +113,11 @@ export class SqliteStore implements Store {
 
   createPlant(plant: PlantRecord): Promise<CreateResult> {
     const { insert, byId } = this.sql;
-    for (;;) {
-      if (insert.run(plant.id, plant.owner, plant.name, plant.tag).changes === 1) {
-        return Promise.resolve({ created: true });
-      }
-      // Another process may delete the holder between the two statements: then insert again.
-      const existing = byId.get(plant.id) as PlantRow | undefined;
-      if (existing) return Promise.resolve({ created: false, existing });
-    }
+    // Inside one transaction the holder cannot vanish between the two statements.
+    return this.writes.run((): CreateResult => {
+      if (insert.run(plant.id, plant.owner, plant.name, plant.tag).changes === 1) return { created: true };
+      return { created: false, existing: byId.get(plant.id) as PlantRow };
+    });
   }
 
   listPlants({ owner, tag, fromId, limit }: PlantPage): Promise<PlantRecord[]> {
@@ -154,8 +156,8 @@ export class SqliteStore implements Store {
   };
 
   deletePlant(id: bigint, owner: string | null): Promise<boolean> {
-    const result = owner === null ? this.sql.delete.run(id) : this.sql.deleteOwn.run(id, owner);
-    return Promise.resolve(result.changes === 1);
+    const { delete: remove, deleteOwn } = this.sql;
+    return this.writes.run(() => (owner === null ? remove.run(id) : deleteOwn.run(id, owner)).changes === 1);
   }
 
   createToken(t: TokenRecord): Promise<void> {
