@@ -34,6 +34,8 @@ interface Server {
 }
 
 interface Result {
+  /** Requests sent, each one a fresh id for the create and delete scripts. */
+  readonly requests: number;
   readonly rps: number;
   readonly p50: number;
   readonly p99: number;
@@ -125,7 +127,12 @@ function wrk(url: string, lua: string, seconds = DURATION): Result {
     if (!m) throw new Error(`no ${label}% latency in wrk output:\n${out}`);
     return Number(m[1]) * { us: 0.001, ms: 1, s: 1000 }[m[2] as 'us' | 'ms' | 's'];
   };
-  return { rps: Number(/Requests\/sec:\s+([\d.]+)/.exec(out)![1]), p50: ms('50'), p99: ms('99') };
+  return {
+    requests: Number(/(\d+) requests in/.exec(out)![1]),
+    rps: Number(/Requests\/sec:\s+([\d.]+)/.exec(out)![1]),
+    p50: ms('50'),
+    p99: ms('99'),
+  };
 }
 
 const median = (values: number[]): number => {
@@ -134,6 +141,7 @@ const median = (values: number[]): number => {
   return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
 };
 const combine = (results: Result[]): Result => ({
+  requests: results.reduce((sum, r) => sum + r.requests, 0),
   rps: median(results.map((r) => r.rps)),
   p50: median(results.map((r) => r.p50)),
   p99: median(results.map((r) => r.p99)),
@@ -196,7 +204,8 @@ async function suite(engine: string, env: NodeJS.ProcessEnv): Promise<void> {
   );
   importLines(
     env,
-    seedLines('bench', 1_000_000_000_000n, 400_000, () => 'to delete'),
+    // Enough for every DELETE run: 40,000 a second is above anything this service does.
+    seedLines('bench', 1_000_000_000_000n, ROUNDS * DURATION * 40_000 + 10_000, () => 'to delete'),
   );
   seedOthers(env, 0, 1000);
 
@@ -236,8 +245,7 @@ async function suite(engine: string, env: NodeJS.ProcessEnv): Promise<void> {
         run += 1n;
         const base = kind === 'delete' ? deleteBase : 2_000_000_000_000_000n + run * 1_000_000_000n;
         const result = wrk(target(server.url), script(kind, token, base));
-        if (kind === 'delete' && which === 'service')
-          deleteBase += BigInt(Math.ceil(result.rps * DURATION * 1.2)) + 1000n;
+        if (kind === 'delete' && which === 'service') deleteBase += BigInt(result.requests) + 100n;
         results[which].push(result);
       }
     }
