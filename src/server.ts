@@ -12,6 +12,15 @@ export function releaseProcess(): void {
 
 /** Process entry: config → store → app → listen, and a graceful stop on SIGTERM or SIGINT. */
 export async function serve(config: Config): Promise<void> {
+  // Handlers first: a signal during start-up is held until the server is up, then it drains as
+  // usual (Node's default would kill the process mid-start).
+  const running: { stop?: (signal: NodeJS.Signals) => void } = {};
+  let early: NodeJS.Signals | undefined;
+  // `on`, not `once`: the signal may come twice (to the process group, and from a cluster primary).
+  const onSignal = (signal: NodeJS.Signals): void => (running.stop ? running.stop(signal) : void (early ??= signal));
+  process.on('SIGTERM', onSignal);
+  process.on('SIGINT', onSignal);
+
   // The app's logger exists only once the app does; a connection may fail before that.
   const late: { app?: FastifyInstance } = {};
   const store = await openStore(config.database, {
@@ -35,7 +44,6 @@ export async function serve(config: Config): Promise<void> {
   const app = late.app;
 
   let stopping = false;
-  // `on`, not `once`: the signal may come twice (to the process group, and from a cluster primary).
   const stop = (signal: NodeJS.Signals): void => {
     if (stopping) return;
     stopping = true;
@@ -58,6 +66,6 @@ export async function serve(config: Config): Promise<void> {
         releaseProcess();
       });
   };
-  process.on('SIGTERM', stop);
-  process.on('SIGINT', stop);
+  running.stop = stop;
+  if (early) stop(early);
 }
