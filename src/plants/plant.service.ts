@@ -1,7 +1,7 @@
 import type { Principal } from '../auth/authenticator.js';
 import { HttpError } from '../errors.js';
 import { INT64_MAX, INT64_MIN } from '../http/validation.js';
-import type { PlantRecord, PlantStore } from '../store/store.js';
+import { type PlantRecord, type PlantStore, samePlant } from '../store/store.js';
 import { decodeCursor, encodeCursor } from './cursor.js';
 import type { NewPlant, Plant } from './plant.schema.js';
 
@@ -32,10 +32,7 @@ export class PlantService {
     const plant: PlantRecord = { id: input.id, owner: principal.subject, name: input.name, tag: input.tag ?? null };
     const result = await this.store.createPlant(plant);
     if (result.created) return toPlant(plant);
-    const { existing } = result;
-    if (existing.owner === plant.owner && existing.name === plant.name && existing.tag === plant.tag) {
-      return toPlant(existing);
-    }
+    if (samePlant(result.existing, plant)) return toPlant(result.existing);
     // The message is the same whoever holds the id: it must not tell who owns it (CONTRACT.md).
     throw new HttpError(409, `a plant with id ${plant.id} already exists`);
   }
