@@ -9,6 +9,7 @@ import { HttpError, errorHandler } from './errors.js';
 import { clientErrorHandler } from './http/client-error.js';
 import { frameworkErrors, installProtocol, requestId } from './http/protocol.js';
 import { registerJsonBody } from './http/json-body.js';
+import { RequestLog } from './http/request-log.js';
 import { buildOpenApi } from './http/openapi.js';
 import { createValidatorCompiler } from './http/validation.js';
 import { plantRoutes } from './plants/plant.routes.js';
@@ -31,8 +32,7 @@ export async function buildApp({ config, store, clock = Date.now, redis }: AppDe
     logger: { level: config.logLevel, redact: { paths: ['req.headers.authorization'], censor: '[redacted]' } },
     bodyLimit: config.bodyLimit,
     genReqId: requestId,
-    // One line per request (installProtocol's onResponse), not Fastify's two.
-    disableRequestLogging: true,
+    logController: new RequestLog(),
     requestIdHeader: false,
     requestTimeout: config.requestTimeoutMs,
     // Node checks header and request deadlines on this interval; its 30 s default would let a slow client linger.

@@ -31,42 +31,58 @@ function authorizationHeaderCount(rawHeaders: readonly string[]): number {
   return count;
 }
 
-/** The onRequest hook of every /plants route: authentication runs before anything else. */
+const INVALID_TOKEN = (): HttpError =>
+  new HttpError(401, 'the bearer token is malformed, unknown, expired or revoked', challenge('invalid_token'));
+
+type Done = (error?: Error) => void;
+
+/**
+ * The onRequest hook of every /plants route: authentication runs before anything else. A callback
+ * hook, synchronous while the token is cached: no promise on the hot path.
+ */
 export function authenticateHook(authenticator: TokenAuthenticator) {
-  return async function authenticate(request: FastifyRequest): Promise<void> {
+  return function authenticate(request: FastifyRequest, _reply: unknown, done: Done): void {
     // Node keeps only the first of repeated Authorization headers, so count the raw ones.
     if (authorizationHeaderCount(request.raw.rawHeaders) > 1) {
-      throw new HttpError(400, 'send exactly one Authorization header', challenge('invalid_request'));
+      return done(new HttpError(400, 'send exactly one Authorization header', challenge('invalid_request')));
     }
     const header = request.headers.authorization;
     if (header === undefined) {
-      throw new HttpError(401, 'this API needs a bearer token: Authorization: Bearer <token>', {
-        'www-authenticate': REALM,
-      });
-    }
-    const token = BEARER.exec(header)?.[1];
-    const principal = token === undefined ? undefined : await authenticator.authenticate(token);
-    if (!principal) {
-      throw new HttpError(
-        401,
-        'the bearer token is malformed, unknown, expired or revoked',
-        challenge('invalid_token'),
+      return done(
+        new HttpError(401, 'this API needs a bearer token: Authorization: Bearer <token>', {
+          'www-authenticate': REALM,
+        }),
       );
     }
-    request.principal = principal;
+    const token = BEARER.exec(header)?.[1];
+    const found = token === undefined ? undefined : authenticator.authenticate(token);
+    const admit = (principal: Principal | undefined): void => {
+      if (!principal) return done(INVALID_TOKEN());
+      request.principal = principal;
+      done();
+    };
+    if (found instanceof Promise) found.then(admit, done);
+    else admit(found);
   };
 }
 
 /** The preParsing hook: the route's scope, checked before the body is read (RFC 6750 §3.1). */
-export async function authorizeHook(request: FastifyRequest, _reply: unknown, payload: Readable): Promise<Readable> {
+export function authorizeHook(
+  request: FastifyRequest,
+  _reply: unknown,
+  payload: Readable,
+  done: (error: Error | null, payload?: Readable) => void,
+): void {
   const needed = request.routeOptions.config.scope;
   const scopes = request.principal.scopes;
   if (needed && !scopes.has(needed) && !scopes.has('plants:admin')) {
-    throw new HttpError(
-      403,
-      `this operation needs the scope ${needed}`,
-      challenge('insufficient_scope', `, scope="${needed}"`),
+    return done(
+      new HttpError(
+        403,
+        `this operation needs the scope ${needed}`,
+        challenge('insufficient_scope', `, scope="${needed}"`),
+      ),
     );
   }
-  return payload;
+  done(null, payload);
 }

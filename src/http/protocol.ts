@@ -50,35 +50,27 @@ export function installProtocol(app: FastifyInstance): void {
     done();
   });
 
-  app.addHook('onRequest', async (request, reply) => {
-    request.log.debug({ method: request.method, url: request.url }, 'incoming request');
+  // Callback hooks, not async ones: they run on every request, and a promise each is measurable.
+  app.addHook('onRequest', (request, reply, done) => {
     void reply.header('x-request-id', request.id);
-    if (closing) throw new HttpError(503, 'the server is shutting down', { 'retry-after': '1', connection: 'close' });
+    if (closing) {
+      return done(new HttpError(503, 'the server is shutting down', { 'retry-after': '1', connection: 'close' }));
+    }
     if (request.raw.httpVersion === '1.1' && request.headers.host === undefined) {
-      throw new HttpError(400, 'an HTTP/1.1 request needs a Host header'); // RFC 9112 §3.2
+      return done(new HttpError(400, 'an HTTP/1.1 request needs a Host header')); // RFC 9112 §3.2
     }
     // 404 and 405 need no body: answer before Fastify would wait to parse one.
-    if (request.is404) return notFound(request, reply);
+    if (request.is404) return void notFound(request, reply);
+    done();
   });
 
-  app.addHook('onSend', async (request, reply) => {
+  app.addHook('onSend', (request, reply, payload, done) => {
     void reply.header('cache-control', 'no-store').header('x-content-type-options', 'nosniff');
     // Close the connection after this response when draining (a keep-alive socket would hold close()
     // open), or when it answers before the request's body arrived: the unread bytes must not be taken
     // for the next request, nor time out into a second answer.
     if (closing || (request.raw.complete === false && hasBody(request))) void reply.header('connection', 'close');
-  });
-
-  app.addHook('onResponse', async (request, reply) => {
-    request.log.info(
-      {
-        method: request.method,
-        url: request.url,
-        status: reply.statusCode,
-        ms: Math.round(reply.elapsedTime * 100) / 100,
-      },
-      'request completed',
-    );
+    done(null, payload);
   });
 
   app.setNotFoundHandler(notFound);

@@ -51,8 +51,10 @@ export const deletePlantSchema = {
 };
 
 function nextLink(limit: number, tag: string | undefined, cursor: string): string {
+  // A cursor is base64url: nothing in it needs escaping. A tag may need it.
+  if (tag === undefined) return `</plants?limit=${limit}&cursor=${cursor}>; rel="next"`;
   const query = new URLSearchParams({ limit: String(limit) });
-  if (tag !== undefined) query.set('tag', tag);
+  query.set('tag', tag);
   query.set('cursor', cursor);
   return `</plants?${query.toString()}>; rel="next"`; // RFC 8288
 }

@@ -3,6 +3,7 @@ import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import { GroupCommit } from './group-commit.js';
 import { sqliteMigrations } from './migrations/sqlite.js';
+import { PageCache } from './page-cache.js';
 import {
   type BatchResult,
   type CreateResult,
@@ -60,6 +61,8 @@ export class SqliteStore implements Store {
   private statements: ReturnType<SqliteStore['prepare']> | undefined;
 
   private readonly writes: GroupCommit;
+  /** At most this many cached rows: a few megabytes. */
+  private readonly pages = new PageCache<PlantRow>(50_000);
 
   constructor(private readonly db: Database.Database) {
     this.writes = new GroupCommit(db);
@@ -80,6 +83,7 @@ export class SqliteStore implements Store {
       listOwnerTag: list('owner = ? AND tag = ? AND'),
       delete: plants('DELETE FROM plants WHERE id = ?'),
       deleteOwn: plants('DELETE FROM plants WHERE id = ? AND owner = ?'),
+      dataVersion: db.prepare('PRAGMA data_version').pluck(),
       tokenInsert: db.prepare(
         'INSERT INTO api_tokens (id, secret_hash, subject, scopes, created_at, expires_at, revoked_at) VALUES (?, ?, ?, ?, ?, ?, ?)',
       ),
@@ -115,22 +119,31 @@ export class SqliteStore implements Store {
     const { insert, byId } = this.sql;
     // Inside one transaction the holder cannot vanish between the two statements.
     return this.writes.run((): CreateResult => {
-      if (insert.run(plant.id, plant.owner, plant.name, plant.tag).changes === 1) return { created: true };
+      if (insert.run(plant.id, plant.owner, plant.name, plant.tag).changes === 1) {
+        this.pages.invalidate(plant.owner);
+        return { created: true };
+      }
       return { created: false, existing: byId.get(plant.id) as PlantRow };
     });
   }
 
-  listPlants({ owner, tag, fromId, limit }: PlantPage): Promise<PlantRecord[]> {
+  listPlants({ owner, tag, fromId, limit }: PlantPage): Promise<readonly PlantRecord[]> {
     const s = this.sql;
-    const rows =
+    this.pages.check(s.dataVersion.get()); // another connection committed: every page may be stale
+    const key = tag === null ? `${fromId}:${limit}` : `${fromId}:${limit}:${tag}`;
+    const cached = this.pages.get(owner, key);
+    if (cached) return Promise.resolve(cached);
+    const rows = (
       owner === null
         ? tag === null
           ? s.listAll.all(fromId, limit)
           : s.listTag.all(tag, fromId, limit)
         : tag === null
           ? s.listOwner.all(owner, fromId, limit)
-          : s.listOwnerTag.all(owner, tag, fromId, limit);
-    return Promise.resolve(rows as PlantRow[]);
+          : s.listOwnerTag.all(owner, tag, fromId, limit)
+    ) as PlantRow[];
+    this.pages.set(owner, key, rows);
+    return Promise.resolve(rows);
   }
 
   insertBatch(plants: readonly PlantRecord[]): Promise<BatchResult> {
@@ -152,12 +165,17 @@ export class SqliteStore implements Store {
         }
       })
       .immediate();
+    if (inserted > 0) this.pages.clear();
     return { inserted, unchanged, conflicts };
   };
 
   deletePlant(id: bigint, owner: string | null): Promise<boolean> {
     const { delete: remove, deleteOwn } = this.sql;
-    return this.writes.run(() => (owner === null ? remove.run(id) : deleteOwn.run(id, owner)).changes === 1);
+    return this.writes.run(() => {
+      if ((owner === null ? remove.run(id) : deleteOwn.run(id, owner)).changes === 0) return false;
+      this.pages.invalidate(owner); // null: an admin's delete, whose owner is not known here
+      return true;
+    });
   }
 
   createToken(t: TokenRecord): Promise<void> {

@@ -36,7 +36,7 @@ export interface PlantStore {
   /** Inserts the plant unless its id is taken; then answers with the plant that holds the id. */
   createPlant(plant: PlantRecord): Promise<CreateResult>;
   /** Plants in ascending id order. */
-  listPlants(page: PlantPage): Promise<PlantRecord[]>;
+  listPlants(page: PlantPage): Promise<readonly PlantRecord[]>;
   /** False when no plant has this id (or, with an owner, none of that owner's). */
   deletePlant(id: bigint, owner: string | null): Promise<boolean>;
   /** Stores a batch in one transaction, never overwriting: what `plant-store import` uses. */
