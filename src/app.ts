@@ -1,9 +1,11 @@
 import rateLimit from '@fastify/rate-limit';
+import underPressure from '@fastify/under-pressure';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { type FastifyInstance, type RouteOptions } from 'fastify';
 import type { Redis } from 'ioredis';
 import { authenticateHook, authorizeHook } from './auth/authenticate.js';
 import { TokenAuthenticator } from './auth/authenticator.js';
+import { JwtVerifier } from './auth/jwt.js';
 import type { Config } from './config.js';
 import { HttpError, errorHandler } from './errors.js';
 import { clientErrorHandler } from './http/client-error.js';
@@ -24,6 +26,12 @@ export interface AppDeps {
   readonly clock?: () => number;
   /** Shared rate-limit counters (REDIS_URL); without it each process counts alone. */
   readonly redis?: Redis | undefined;
+}
+
+class OverloadedError extends HttpError {
+  constructor() {
+    super(503, 'the server is overloaded; retry shortly', { 'retry-after': '1' });
+  }
 }
 
 /** The one constructor of the HTTP app: used by the server, every test and the OpenAPI export. It never listens. */
@@ -53,8 +61,18 @@ export async function buildApp({ config, store, clock = Date.now, redis }: AppDe
 
   installProtocol(app);
 
-  const authenticator = new TokenAuthenticator(store, clock, config.tokenCacheMs);
+  const jwt = config.jwt ? new JwtVerifier(config.jwt) : undefined;
+  const authenticator = new TokenAuthenticator(store, clock, config.tokenCacheMs, jwt);
   await app.register(async (api) => {
+    if (config.maxEventLoopDelayMs > 0) {
+      // Overload: while the event loop lags, refuse API work at once instead of queueing it.
+      await api.register(underPressure, {
+        maxEventLoopDelay: config.maxEventLoopDelayMs,
+        sampleInterval: config.pressureSampleMs,
+        retryAfter: 1,
+        customError: OverloadedError, // the error handler writes it as the Error body
+      });
+    }
     api.addHook('onRequest', authenticateHook(authenticator));
     if (config.rateLimit) {
       await api.register(rateLimit, {

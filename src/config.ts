@@ -9,6 +9,15 @@ export type DatabaseTarget =
   | { readonly engine: 'sqlite'; readonly path: string } // ':memory:' for an in-memory store
   | { readonly engine: 'postgres'; readonly url: string };
 
+/** OpenID Connect: JWTs verified against the provider's published keys (JWT_* settings). */
+export interface JwtSettings {
+  readonly jwksUrl: string;
+  readonly issuer: string;
+  readonly audience: string;
+  /** Signature algorithms accepted; anything else (and `none`) is refused. */
+  readonly algorithms: readonly string[];
+}
+
 export interface Config {
   readonly port: number;
   readonly host: string;
@@ -30,6 +39,12 @@ export interface Config {
   readonly redisUrl: string | null;
   /** PostgreSQL connections per process; workers × instances × this must fit max_connections. */
   readonly databasePoolSize: number;
+  /** JWT authentication beside the API tokens; null when JWT_JWKS_URL is not set. */
+  readonly jwt: JwtSettings | null;
+  /** Overload: above this mean event-loop delay, API requests get 503 with Retry-After; 0 turns it off. */
+  readonly maxEventLoopDelayMs: number;
+  /** How often the event-loop delay is sampled. */
+  readonly pressureSampleMs: number;
 }
 
 export class ConfigError extends Error {
@@ -108,6 +123,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     workers: parseWorkers(env.WORKERS ?? '1'),
     redisUrl: parseRedisUrl(env.REDIS_URL),
     databasePoolSize: parsePoolSize(env.DATABASE_POOL_SIZE ?? '10'),
+    jwt: parseJwt(env),
+    maxEventLoopDelayMs: env.MAX_EVENT_LOOP_DELAY === 'off' ? 0 : durationSetting(env, 'MAX_EVENT_LOOP_DELAY', '200ms'),
+    pressureSampleMs: 500,
   });
 }
 
@@ -123,16 +141,40 @@ function parsePoolSize(text: string): number {
   return n;
 }
 
+const JWT_ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA'];
+
+function parseJwt(env: NodeJS.ProcessEnv): JwtSettings | null {
+  const jwksUrl = env.JWT_JWKS_URL;
+  if (jwksUrl === undefined || jwksUrl === '') return null;
+  if (!/^https?:\/\//.test(jwksUrl)) throw new ConfigError(`JWT_JWKS_URL must be an http(s) URL; got "${jwksUrl}"`);
+  const issuer = env.JWT_ISSUER;
+  const audience = env.JWT_AUDIENCE;
+  if (!issuer || !audience) {
+    throw new ConfigError('JWT_JWKS_URL needs JWT_ISSUER and JWT_AUDIENCE too: a token is checked against both');
+  }
+  const algorithms = (env.JWT_ALGORITHMS ?? 'RS256,PS256,ES256,EdDSA').split(',').map((a) => a.trim());
+  const unknown = algorithms.filter((a) => !JWT_ALGORITHMS.includes(a));
+  if (unknown.length > 0 || algorithms.length === 0) {
+    throw new ConfigError(`JWT_ALGORITHMS must be a list of ${JWT_ALGORITHMS.join(', ')}; got "${unknown.join(',')}"`);
+  }
+  return Object.freeze({ jwksUrl, issuer, audience, algorithms: Object.freeze(algorithms) });
+}
+
 function parseRedisUrl(text: string | undefined): string | null {
   if (text === undefined || text === '') return null;
   if (!/^rediss?:\/\//.test(text)) throw new ConfigError('REDIS_URL must start with redis:// or rediss://');
   return text;
 }
 
-/** A config for tests and tools: defaults, an in-memory store, no rate limit, overridable. */
+/** A config for tests and tools: defaults, an in-memory store, no rate limit nor overload check, overridable. */
 export function testConfig(overrides: Partial<Config> = {}): Config {
   return Object.freeze({
-    ...loadConfig({ DATABASE_URL: 'sqlite::memory:', RATE_LIMIT: 'off', LOG_LEVEL: 'silent' }),
+    ...loadConfig({
+      DATABASE_URL: 'sqlite::memory:',
+      RATE_LIMIT: 'off',
+      LOG_LEVEL: 'silent',
+      MAX_EVENT_LOOP_DELAY: 'off',
+    }),
     ...overrides,
   });
 }

@@ -1,5 +1,6 @@
 import type { TokenRecord, TokenStore } from '../store/store.js';
-import { hashToken, parseToken, sameHash } from './token.js';
+import type { JwtVerifier } from './jwt.js';
+import { TOKEN_PREFIX, hashToken, parseToken, sameHash } from './token.js';
 
 export interface Principal {
   readonly subject: string;
@@ -27,10 +28,13 @@ export class TokenAuthenticator {
     private readonly store: TokenStore,
     private readonly clock: () => number,
     private readonly cacheMs: number,
+    /** Set when JWTs from an OpenID Connect provider are accepted beside API tokens. */
+    private readonly jwt?: JwtVerifier,
   ) {}
 
   /** Synchronous while the token's record is cached: the hot path allocates no promise. */
   authenticate(token: string): Principal | undefined | Promise<Principal | undefined> {
+    if (this.jwt && !token.startsWith(TOKEN_PREFIX)) return this.jwt.verify(token);
     const id = parseToken(token);
     if (id === undefined) return undefined;
     const hit = this.cache.get(id);

@@ -122,3 +122,39 @@ describe('loadConfig: DATABASE_URL', () => {
     }
   });
 });
+
+describe('loadConfig: JWT_* (OpenID Connect)', () => {
+  const JWKS = 'https://id.example.test/.well-known/jwks.json';
+
+  test('JWTs are off unless JWT_JWKS_URL is set', () => {
+    assert.equal(loadConfig({}).jwt, null);
+  });
+
+  test('reads the JWKS URL, issuer, audience and the default algorithm allow-list', () => {
+    const config = loadConfig({ JWT_JWKS_URL: JWKS, JWT_ISSUER: 'https://id.example.test/', JWT_AUDIENCE: 'plants' });
+    assert.deepEqual(config.jwt, {
+      jwksUrl: JWKS,
+      issuer: 'https://id.example.test/',
+      audience: 'plants',
+      algorithms: ['RS256', 'PS256', 'ES256', 'EdDSA'],
+    });
+  });
+
+  test('refuses a JWKS URL without issuer or audience, or with an unknown algorithm', () => {
+    refuses({ JWT_JWKS_URL: JWKS, JWT_AUDIENCE: 'plants' }, 'JWT_ISSUER');
+    refuses({ JWT_JWKS_URL: JWKS, JWT_ISSUER: 'x' }, 'JWT_AUDIENCE');
+    refuses({ JWT_JWKS_URL: 'ftp://x', JWT_ISSUER: 'x', JWT_AUDIENCE: 'y' }, 'JWT_JWKS_URL');
+    for (const algorithms of ['none', 'HS256', 'RS256,none', '']) {
+      refuses({ JWT_JWKS_URL: JWKS, JWT_ISSUER: 'x', JWT_AUDIENCE: 'y', JWT_ALGORITHMS: algorithms }, 'JWT_ALGORITHMS');
+    }
+  });
+});
+
+describe('loadConfig: MAX_EVENT_LOOP_DELAY (overload)', () => {
+  test('defaults to 200 ms, reads a duration, and turns off with "off"', () => {
+    assert.equal(loadConfig({}).maxEventLoopDelayMs, 200);
+    assert.equal(loadConfig({ MAX_EVENT_LOOP_DELAY: '1s' }).maxEventLoopDelayMs, 1000);
+    assert.equal(loadConfig({ MAX_EVENT_LOOP_DELAY: 'off' }).maxEventLoopDelayMs, 0);
+    refuses({ MAX_EVENT_LOOP_DELAY: 'fast' }, 'MAX_EVENT_LOOP_DELAY');
+  });
+});

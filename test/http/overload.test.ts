@@ -1,0 +1,74 @@
+import assert from 'node:assert/strict';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { test } from 'node:test';
+import { READ_WRITE, makeApp } from '../helpers.js';
+import { assertErrorBody } from './support.js';
+
+// Overload protection (@fastify/under-pressure): while the event loop lags behind, API requests are
+// answered 503 with Retry-After at once, instead of joining a queue whose latency has no bound.
+
+/** Keeps this process's event loop busy for `ms`, as a flood of work would. */
+function busy(ms: number): void {
+  const end = Date.now() + ms;
+  while (Date.now() < end);
+}
+
+test('a lagging event loop gets 503 with Retry-After and the Error body; the service recovers', async (t) => {
+  const h = await makeApp({ maxEventLoopDelayMs: 20, pressureSampleMs: 50 });
+  t.after(() => h.close());
+  const token = await h.token('alice', READ_WRITE);
+  const list = () => h.call(token, { method: 'GET', url: '/plants' });
+  assert.equal((await list()).statusCode, 200);
+
+  // Sustained lag: 200 ms blocked out of every few, a request after each block.
+  const statuses: number[] = [];
+  for (let i = 0; i < 20 && !statuses.includes(503); i++) {
+    busy(200);
+    await sleep(1);
+    const response = await list();
+    statuses.push(response.statusCode);
+    if (response.statusCode === 503) {
+      assertErrorBody(response, 503);
+      assert.equal(response.headers['retry-after'], '1');
+      assert.equal(response.headers['cache-control'], 'no-store');
+    }
+  }
+  assert.ok(statuses.includes(503), `a 503 while overloaded, got ${statuses.join(', ')}`);
+  assert.ok(
+    statuses.every((s) => s === 200 || s === 503),
+    `only 200 or 503, got ${statuses.join(', ')}`,
+  );
+
+  // The lag is over: within a few samples the answers are 200 again.
+  let status = 503;
+  for (let i = 0; i < 50 && status !== 200; i++) {
+    await sleep(50);
+    status = (await list()).statusCode;
+  }
+  assert.equal(status, 200);
+});
+
+test('health and readiness are not refused while overloaded: they are how an operator sees it', async (t) => {
+  const h = await makeApp({ maxEventLoopDelayMs: 20, pressureSampleMs: 50 });
+  t.after(() => h.close());
+  const token = await h.token('alice', READ_WRITE);
+  let refused = false;
+  for (let i = 0; i < 20 && !refused; i++) {
+    busy(200);
+    await sleep(1);
+    refused = (await h.call(token, { method: 'GET', url: '/plants' })).statusCode === 503;
+    if (refused) assert.equal((await h.app.inject({ method: 'GET', url: '/healthz' })).statusCode, 200);
+  }
+  assert.ok(refused, 'the API was refused under lag');
+});
+
+test('MAX_EVENT_LOOP_DELAY=off never refuses', async (t) => {
+  const h = await makeApp({ maxEventLoopDelayMs: 0, pressureSampleMs: 50 });
+  t.after(() => h.close());
+  const token = await h.token('alice', READ_WRITE);
+  for (let i = 0; i < 5; i++) {
+    busy(200);
+    await sleep(1);
+    assert.equal((await h.call(token, { method: 'GET', url: '/plants' })).statusCode, 200);
+  }
+});
