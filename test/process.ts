@@ -48,18 +48,20 @@ export async function startServer(
   let errors = '';
   child.stdout.on('data', (chunk: Buffer) => void (out += chunk.toString()));
   child.stderr.on('data', (chunk: Buffer) => void (errors += chunk.toString()));
+  let deadline: NodeJS.Timeout | undefined;
   const url = await new Promise<string>((resolve, reject) => {
     const onData = (): void => {
       const m = /Server listening at (http:\/\/127\.0\.0\.1:\d+)/.exec(out);
       if (m && out.split('Server listening at').length - 1 >= listeners) {
         child.stdout.off('data', onData);
+        clearTimeout(deadline); // it listens: the deadline must not kill it later
         resolve(m[1]!);
       }
     };
     child.stdout.on('data', onData);
     child.once('exit', (code) => reject(new Error(`server exited with ${code}: ${errors}${out}`)));
     // A server that never says where it listens fails the test instead of hanging it.
-    setTimeout(() => {
+    deadline = setTimeout(() => {
       child.kill('SIGKILL');
       reject(new Error(`server did not listen within 30 s: ${errors}${out}`));
     }, 30_000).unref();

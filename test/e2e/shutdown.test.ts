@@ -5,7 +5,7 @@ import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
-import { runCli, startServer } from '../process.js';
+import { type ServerProcess, runCli, startServer } from '../process.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'plant-store-shutdown-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
@@ -58,3 +58,169 @@ test('SIGTERM lets an in-flight request finish with 200, closes its connection, 
   assert.equal(code, 0);
   assert.match(server.logs(), /"msg":"stopped cleanly"/);
 });
+
+/** The exit code, or a failure when the process is still running `ms` from now: a deadline, not a speed. */
+async function exitWithin(server: ServerProcess, ms: number): Promise<number | null> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`the server did not exit within ${ms} ms of SIGTERM`)), ms);
+  });
+  try {
+    const [code] = (await Promise.race([once(server.child, 'exit'), late])) as [number | null];
+    return code;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** A POST /plants on a connection of its own: headers and the body's first byte now, the rest on demand. */
+async function slowPost(port: number, token: string, requestId: string, body: string) {
+  const socket = connect(port, '127.0.0.1');
+  await once(socket, 'connect');
+  let response = '';
+  socket.on('data', (chunk: Buffer) => void (response += chunk.toString()));
+  const closed = once(socket, 'close');
+  socket.write(
+    `POST /plants HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\nContent-Type: application/json\r\n` +
+      `Content-Length: ${body.length}\r\nX-Request-Id: ${requestId}\r\n\r\n${body[0]!}`,
+  );
+  return {
+    socket,
+    /** Sends the rest of the body one byte at a time, a few milliseconds apart. */
+    drip: async (): Promise<void> => {
+      for (const byte of body.slice(1)) {
+        await new Promise((resolve) => setTimeout(resolve, 10));
+        socket.write(byte);
+      }
+    },
+    /** Everything the server sent, once it has closed the connection. */
+    response: async (): Promise<string> => {
+      await closed;
+      return response;
+    },
+  };
+}
+
+/** A keep-alive connection that has had one answer and now sits idle; `closed` settles when the server closes it. */
+async function idleConnection(port: number, token: string) {
+  const socket = connect(port, '127.0.0.1');
+  await once(socket, 'connect');
+  const closed = once(socket, 'close');
+  let response = '';
+  const answered = new Promise<void>((resolve) =>
+    socket.on('data', (chunk: Buffer) => {
+      response += chunk.toString();
+      if (response.endsWith('\r\n\r\n[]')) resolve();
+    }),
+  );
+  socket.write(`GET /plants HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\n\r\n`);
+  await answered;
+  return { socket, closed };
+}
+
+/** A request on a fresh connection: what came back, or the error code of a connection refused or reset. */
+function freshRequest(port: number, token: string): Promise<{ response: string; error?: string }> {
+  return new Promise((resolve) => {
+    const socket = connect(port, '127.0.0.1');
+    let response = '';
+    let error: string | undefined;
+    socket.on('connect', () =>
+      socket.write(`GET /plants HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\n\r\n`),
+    );
+    socket.on('data', (chunk: Buffer) => {
+      response += chunk.toString();
+      if (/\r\n\r\n\{[^]*\}$/.test(response)) socket.end(); // a whole Error body: enough to judge
+    });
+    socket.on('error', (e: NodeJS.ErrnoException) => void (error = e.code));
+    socket.on('close', () => resolve(error === undefined ? { response } : { response, error }));
+  });
+}
+
+test(
+  'SIGTERM during several slow requests: each finishes with 200 and is stored, a new connection is refused or gets 503, exit 0 within the grace period',
+  { timeout: 60_000 },
+  async (t) => {
+    const graceMs = 10_000;
+    const env = { DATABASE_URL: `sqlite:${join(dir, 'many.db')}`, SHUTDOWN_GRACE: `${graceMs / 1000}s` };
+    const minted = await runCli(
+      ['token', 'create', '--subject', 'alice', '--scopes', 'plants:read,plants:write', '--json'],
+      env,
+    );
+    const { token } = JSON.parse(minted.stdout) as { token: string };
+    const server = await startServer({ ...env, LOG_LEVEL: 'debug' });
+    t.after(() => server.stop());
+    const port = Number(new URL(server.url).port);
+
+    const idle = await idleConnection(port, token);
+    t.after(() => idle.socket.destroy());
+    const names = ['slow fern', 'slow moss', 'slow ivy'];
+    const slow = await Promise.all(
+      names.map((name, i) => slowPost(port, token, `drain-${i + 1}`, JSON.stringify({ id: i + 1, name }))),
+    );
+    t.after(() => slow.forEach(({ socket }) => socket.destroy()));
+    await logged(server, (logs) => names.every((_, i) => logs.includes(`"reqId":"drain-${i + 1}"`)));
+
+    server.child.kill('SIGTERM');
+    const exited = exitWithin(server, graceMs + 5000);
+    // The idle connection is closed at once (it would hold the drain open), and the listener with it.
+    await idle.closed;
+
+    // While the three still drain, a newcomer is turned away: refused, or answered 503 (RFC 9110 §15.6.4).
+    const fresh = await freshRequest(port, token);
+    if (fresh.error !== undefined) {
+      assert.equal(fresh.response, '');
+      assert.ok(['ECONNREFUSED', 'ECONNRESET'].includes(fresh.error), `unexpected error ${fresh.error}`);
+    } else {
+      assert.match(fresh.response, /^HTTP\/1\.1 503 /);
+      assert.match(fresh.response, /\r\nretry-after: \d+\r\n/i);
+      const body = JSON.parse(fresh.response.slice(fresh.response.indexOf('\r\n\r\n') + 4)) as Record<string, unknown>;
+      assert.equal(body.error, 503);
+      assert.ok(typeof body.message === 'string' && body.message !== '');
+    }
+
+    await Promise.all(slow.map(({ drip }) => drip()));
+    const responses = await Promise.all(slow.map(({ response }) => response()));
+    responses.forEach((response, i) => {
+      assert.match(response, /^HTTP\/1\.1 200 OK\r\n/);
+      assert.match(response, /\r\nconnection: close\r\n/i);
+      assert.ok(response.endsWith(JSON.stringify({ name: names[i] })), response);
+    });
+    assert.equal(await exited, 0);
+    assert.match(server.logs(), /"msg":"stopped cleanly"/);
+
+    // Stored: a new process on the same database lists all three.
+    const again = await startServer(env);
+    t.after(() => again.stop());
+    const listed = await fetch(`${again.url}/plants`, { headers: { authorization: `Bearer ${token}` } });
+    assert.equal(listed.status, 200);
+    assert.deepEqual(
+      await listed.json(),
+      names.map((name) => ({ name })),
+    );
+    assert.equal(await again.stop(), 0);
+  },
+);
+
+test(
+  'SIGTERM during a request that outlives the grace period: the process exits 1 by the deadline, and the request gets no answer',
+  { timeout: 60_000 },
+  async (t) => {
+    const graceMs = 1000;
+    const env = { DATABASE_URL: `sqlite:${join(dir, 'grace.db')}`, SHUTDOWN_GRACE: `${graceMs}ms` };
+    const minted = await runCli(['token', 'create', '--subject', 'alice', '--scopes', 'plants:write', '--json'], env);
+    const { token } = JSON.parse(minted.stdout) as { token: string };
+    const server = await startServer({ ...env, LOG_LEVEL: 'debug' });
+    t.after(() => server.stop());
+
+    // The body is never finished: the request could only end by the grace period running out.
+    const stuck = await slowPost(Number(new URL(server.url).port), token, 'stuck-1', '{"id":7,"name":"stuck"}');
+    t.after(() => stuck.socket.destroy());
+    await logged(server, (logs) => logs.includes('"reqId":"stuck-1"'));
+
+    server.child.kill('SIGTERM');
+    assert.equal(await exitWithin(server, graceMs + 5000), 1);
+    assert.match(server.logs(), /"msg":"shutdown grace period over; exiting"/);
+    assert.doesNotMatch(server.logs(), /"msg":"stopped cleanly"/);
+    assert.equal(await stuck.response(), '');
+  },
+);
