@@ -1,5 +1,6 @@
 import { createReadStream, statSync } from 'node:fs';
 import { parseArgs } from 'node:util';
+import { TOKEN_PREFIX, parseToken } from './auth/token.js';
 import { TokenInputError, TokenService } from './auth/token.service.js';
 import { isPrimary, runPrimary } from './cluster.js';
 import { ConfigError, loadConfig, parseDuration, parseWorkers } from './config.js';
@@ -19,7 +20,7 @@ Commands:
   token create --subject <user> --scopes <s1,s2> [--expires-in 30d|12h|90s] [--json]
                                 issue an API token; the secret is printed once
   token list [--json]           list tokens (never their secrets)
-  token revoke <token-id>       revoke a token; running servers refuse it within 5 seconds
+  token revoke <token-id>       revoke a token (its id, or the whole token); servers refuse it within 5 seconds
   export                        write every plant (id, owner, name, tag) as NDJSON to stdout
   import <file|->               load NDJSON plants in batched transactions; idempotent; invalid
                                 lines are reported by number and nothing of them is stored
@@ -144,7 +145,12 @@ async function tokenList(args: string[]): Promise<void> {
 async function tokenRevoke(args: string[]): Promise<number> {
   const { positionals } = parseArgs({ args, allowPositionals: true, options: {} });
   if (positionals.length !== 1) throw new UsageError('token revoke takes one token id (see plant-store token list)');
-  const id = positionals[0]!;
+  // A whole token is accepted too (a leaked one is what people paste), and never echoed back.
+  const given = positionals[0]!;
+  const id = given.startsWith(TOKEN_PREFIX) ? parseToken(given) : given;
+  if (id === undefined) {
+    throw new UsageError('that is not a whole token (its checksum does not match); give its id from `token list`');
+  }
   if (!(await withStore((store) => new TokenService(store).revoke(id)))) {
     err(`No token with id ${id}.`);
     return 1;

@@ -1,5 +1,19 @@
 import { type FastifyReply, type FastifyRequest, LogController } from 'fastify';
 
+// Credentials that callers put where they do not belong (a query string, a path) stay out of the logs.
+const SECRETS: ReadonlyArray<[RegExp, string]> = [
+  [/pst_[0-9A-Za-z]+/g, '[redacted]'], // an API token
+  [/eyJ[\w-]*\.[\w-]*\.[\w-]*/g, '[redacted]'], // a JWT
+  [/((?:access_)?token=)[^&]*/gi, '$1[redacted]'], // any query parameter named token or access_token
+];
+
+/** The URL as logged: any credential in it is replaced by `[redacted]`. */
+export function redactUrl(url: string): string {
+  let out = url;
+  for (const [pattern, replacement] of SECRETS) out = out.replace(pattern, replacement);
+  return out;
+}
+
 /**
  * One log line per request, written when the response has gone: method, URL, status and time.
  * Fastify's own controller writes two (incoming and completed) with whole request and response
@@ -7,14 +21,14 @@ import { type FastifyReply, type FastifyRequest, LogController } from 'fastify';
  */
 export class RequestLog extends LogController {
   override incomingRequest(request: FastifyRequest): void {
-    request.log.debug({ method: request.method, url: request.url }, 'incoming request');
+    request.log.debug({ method: request.method, url: redactUrl(request.url) }, 'incoming request');
   }
 
   override requestCompleted(_error: unknown, request: FastifyRequest, reply: FastifyReply): void {
     request.log.info(
       {
         method: request.method,
-        url: request.url,
+        url: redactUrl(request.url),
         status: reply.statusCode,
         ms: Math.round(reply.elapsedTime * 100) / 100,
       },

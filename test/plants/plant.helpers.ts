@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import type { LightMyRequestResponse } from 'fastify';
+import { hashToken, mintToken } from '../../src/auth/token.js';
 import { type TestApp, json } from '../helpers.js';
 
 export type Response = LightMyRequestResponse;
@@ -149,8 +150,30 @@ export async function followPages(h: TestApp, token: string, url: string, maxPag
   return pages;
 }
 
+// Headers that differ from one response to the next whatever was asked: the request id, the date,
+// and the rate-limit counters of the token (draft-ietf-httpapi-ratelimit-headers, and x- forms).
+const PER_RESPONSE = /^(?:x-request-id|date|(?:x-)?ratelimit(?:-.*)?)$/;
+
 /** Response headers without those that differ on every response. */
 export function stableHeaders(res: Response): Record<string, unknown> {
-  const { 'x-request-id': _id, date: _date, ...rest } = res.headers;
-  return rest;
+  return Object.fromEntries(Object.entries(res.headers).filter(([name]) => !PER_RESPONSE.test(name)));
+}
+
+/** Two answers a client cannot tell apart: same status, same body bytes, same headers (but per-response ones). */
+export function assertIndistinguishable(a: Response, b: Response, what = 'the two answers'): void {
+  assert.equal(a.statusCode, b.statusCode, `${what}: status`);
+  assert.ok(a.rawPayload.equals(b.rawPayload), `${what}: body bytes\n${a.payload}\n${b.payload}`);
+  assert.deepEqual(stableHeaders(a), stableHeaders(b), `${what}: headers`);
+}
+
+/**
+ * A token for any list of scopes, even those `token create` refuses (none at all, names the
+ * service does not know, other letter case), as a JWT's scope claim may carry: written straight
+ * to the store, so it exercises the authorization rules rather than the CLI's checks.
+ */
+export async function tokenWithScopes(h: TestApp, subject: string, scopes: readonly string[]): Promise<string> {
+  const { id, token } = mintToken();
+  const record = { id, secretHash: hashToken(token), subject, scopes, createdAt: 0, expiresAt: null, revokedAt: null };
+  await h.store.createToken(record);
+  return token;
 }
