@@ -9,7 +9,7 @@ import { JwtVerifier } from './auth/jwt.js';
 import type { Config } from './config.js';
 import { HttpError, errorHandler } from './errors.js';
 import { clientErrorHandler } from './http/client-error.js';
-import { frameworkErrors, installProtocol, requestId } from './http/protocol.js';
+import { frameworkErrors, installProtocol, queryEncodingHook, requestId } from './http/protocol.js';
 import { registerJsonBody } from './http/json-body.js';
 import { RequestLog } from './http/request-log.js';
 import { buildOpenApi } from './http/openapi.js';
@@ -92,6 +92,7 @@ export async function buildApp({ config, store, clock = Date.now, redis }: AppDe
     }
     // After the rate limit, so a token's requests count even when it lacks the scope.
     api.addHook('preParsing', authorizeHook);
+    api.addHook('preParsing', queryEncodingHook);
     await api.register(plantRoutes(new PlantService(store)));
   });
   // After the API, so that the OpenAPI document it builds sees every route.

@@ -1,3 +1,4 @@
+import type { ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { rawErrorResponse } from './raw-response.js';
@@ -17,6 +18,19 @@ export function clientErrorHandler(this: FastifyInstance, error: NodeJS.ErrnoExc
         : `the request is not valid HTTP/1.1 (${error.code ?? 'parse error'})`;
   const response = rawErrorResponse(status, message);
   this.log.info({ status, code: error.code, reqId: /x-request-id: (\S+)/.exec(response)?.[1] }, 'client error');
-  if (socket.writable) socket.end(response);
-  socket.destroySoon();
+  // The response Node is writing on this socket, if any (as its own handler checks).
+  const pending = (socket as Socket & { _httpMessage?: ServerResponse | null })._httpMessage;
+  if (pending?.headersSent) {
+    // This request was answered before its body was read; the body's framing is what broke. One
+    // answer per request: close once that answer is out, without a second one.
+    socket.destroySoon();
+  } else if (pending && !pending.writableFinished && pending.req.complete) {
+    // A complete, valid request before the broken one (pipelining) is still being answered:
+    // answers go out in order (RFC 9112 §9.3.2), so the 400 follows it.
+    pending.once('finish', () => void (socket.writable && socket.end(response)));
+    pending.once('close', () => socket.destroySoon());
+  } else {
+    if (socket.writable) socket.end(response);
+    socket.destroySoon();
+  }
 }

@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
+import type { Readable } from 'node:stream';
 import { randomUUID } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { HttpError, errorBody } from '../errors.js';
@@ -36,6 +37,28 @@ function notFound(request: FastifyRequest, reply: FastifyReply): FastifyReply {
     return reply.code(405).header('allow', allowed).send(errorBody(405, message));
   }
   return reply.code(404).send(errorBody(404, `no route ${request.method} ${request.url.split('?', 1)[0]!}`));
+}
+
+/**
+ * A preParsing hook of the API, after authentication: broken percent-encoding in the query is a
+ * 400, as it is in the path, rather than text taken literally.
+ */
+export function queryEncodingHook(
+  request: FastifyRequest,
+  _reply: unknown,
+  payload: Readable,
+  done: (error: Error | null, payload?: Readable) => void,
+): void {
+  const url = request.url;
+  const query = url.indexOf('?');
+  if (query >= 0 && url.includes('%', query)) {
+    try {
+      decodeURIComponent(url.slice(query + 1));
+    } catch {
+      return done(new HttpError(400, 'the query string is not valid percent-encoded UTF-8'));
+    }
+  }
+  done(null, payload);
 }
 
 const hasBody = (request: FastifyRequest): boolean => {
@@ -91,11 +114,12 @@ export function installProtocol(app: FastifyInstance): void {
 }
 
 /** Fastify's own routing errors (a URL with bad percent-encoding) get the Error body too. */
-export function frameworkErrors(error: Error, _request: FastifyRequest, reply: FastifyReply): void {
+export function frameworkErrors(error: Error, request: FastifyRequest, reply: FastifyReply): void {
   void reply
     .code(400)
     .header('cache-control', 'no-store')
     .header('x-content-type-options', 'nosniff')
     .header('connection', 'close')
+    .header('x-request-id', request.id)
     .send(errorBody(400, `the URL is not valid: ${error.message}`));
 }
