@@ -17,6 +17,7 @@ import { createValidatorCompiler } from './http/validation.js';
 import { plantRoutes } from './plants/plant.routes.js';
 import { PlantService } from './plants/plant.service.js';
 import type { Store } from './store/store.js';
+import { Metrics, metricsRoute } from './system/metrics.js';
 import { systemRoutes } from './system/system.routes.js';
 
 export interface AppDeps {
@@ -36,11 +37,12 @@ class OverloadedError extends HttpError {
 
 /** The one constructor of the HTTP app: used by the server, every test and the OpenAPI export. It never listens. */
 export async function buildApp({ config, store, clock = Date.now, redis }: AppDeps): Promise<FastifyInstance> {
+  const metrics = new Metrics(store);
   const app = Fastify({
     logger: { level: config.logLevel, redact: { paths: ['req.headers.authorization'], censor: '[redacted]' } },
     bodyLimit: config.bodyLimit,
     genReqId: requestId,
-    logController: new RequestLog(),
+    logController: new RequestLog((...request) => metrics.observe(...request)),
     requestIdHeader: false,
     requestTimeout: config.requestTimeoutMs,
     // Node checks header and request deadlines on this interval; its 30 s default would let a slow client linger.
@@ -97,6 +99,7 @@ export async function buildApp({ config, store, clock = Date.now, redis }: AppDe
   });
   // After the API, so that the OpenAPI document it builds sees every route.
   await app.register(systemRoutes({ store, openapi: () => buildOpenApi(routes) }));
+  await app.register(metricsRoute(metrics, config.metricsToken));
 
   return app;
 }

@@ -45,6 +45,8 @@ export interface Config {
   readonly maxEventLoopDelayMs: number;
   /** How often the event-loop delay is sampled. */
   readonly pressureSampleMs: number;
+  /** When set, GET /metrics needs `Authorization: Bearer <this>`. */
+  readonly metricsToken: string | null;
 }
 
 export class ConfigError extends Error {
@@ -126,6 +128,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     jwt: parseJwt(env),
     maxEventLoopDelayMs: env.MAX_EVENT_LOOP_DELAY === 'off' ? 0 : durationSetting(env, 'MAX_EVENT_LOOP_DELAY', '200ms'),
     pressureSampleMs: 500,
+    metricsToken: env.METRICS_TOKEN === undefined || env.METRICS_TOKEN === '' ? null : env.METRICS_TOKEN,
   });
 }
 

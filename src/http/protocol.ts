@@ -21,7 +21,7 @@ export function requestId(request: IncomingMessage): string {
 const ALLOWED: ReadonlyArray<[RegExp, string]> = [
   [/^\/plants$/, 'GET, HEAD, POST'],
   [/^\/plants\/[^/]*$/, 'DELETE'],
-  [/^\/(healthz|readyz|openapi\.json)$/, 'GET, HEAD'],
+  [/^\/(healthz|readyz|openapi\.json|metrics)$/, 'GET, HEAD'],
 ];
 
 const allowedMethods = (url: string): string | undefined => {

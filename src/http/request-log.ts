@@ -20,11 +20,24 @@ export function redactUrl(url: string): string {
  * objects; the incoming line is kept at debug level. Headers are never logged, so neither is a token.
  */
 export class RequestLog extends LogController {
+  /** Every answered request is also counted here (the Prometheus metrics). */
+  constructor(
+    private readonly observe?: (method: string, route: string | undefined, status: number, seconds: number) => void,
+  ) {
+    super();
+  }
+
   override incomingRequest(request: FastifyRequest): void {
     request.log.debug({ method: request.method, url: redactUrl(request.url) }, 'incoming request');
   }
 
   override requestCompleted(_error: unknown, request: FastifyRequest, reply: FastifyReply): void {
+    this.observe?.(
+      request.method,
+      request.is404 ? undefined : request.routeOptions.url,
+      reply.statusCode,
+      reply.elapsedTime / 1000,
+    );
     request.log.info(
       {
         method: request.method,

@@ -242,6 +242,11 @@ export class PostgresStore implements Store {
     return warnings;
   }
 
+  async countPlants(): Promise<number> {
+    const { rows } = await this.pool.query<{ n: string }>('SELECT count(*) AS n FROM plants');
+    return Number(rows[0]!.n);
+  }
+
   async isReady(): Promise<boolean> {
     try {
       await this.pool.query('SELECT 1');

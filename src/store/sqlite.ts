@@ -200,6 +200,10 @@ export class SqliteStore implements Store {
     return Promise.resolve([]); // WAL and synchronous=FULL are set and checked when the file is opened
   }
 
+  countPlants(): Promise<number> {
+    return Promise.resolve(this.db.prepare('SELECT count(*) FROM plants').pluck().get() as number);
+  }
+
   isReady(): Promise<boolean> {
     try {
       this.db.prepare('SELECT 1').get();

@@ -75,5 +75,7 @@ export interface Store extends PlantStore, TokenStore {
   durabilityWarnings(): Promise<string[]>;
   /** True when the database answers a query. */
   isReady(): Promise<boolean>;
+  /** How many plants are stored, all owners together (for the metrics). */
+  countPlants(): Promise<number>;
   close(): Promise<void>;
 }

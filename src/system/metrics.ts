@@ -1,0 +1,84 @@
+import { timingSafeEqual } from 'node:crypto';
+import { hash } from 'node:crypto';
+import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { HttpError } from '../errors.js';
+import type { Store } from '../store/store.js';
+
+/**
+ * Prometheus metrics of one app: every request by route and status (count and latency), the
+ * plants stored, whether the database answers, and Node's process metrics. Each app has its own
+ * registry, so that several apps in one process (the tests) do not share counters.
+ */
+export class Metrics {
+  readonly registry = new Registry();
+  private readonly requests: Counter<'method' | 'route' | 'status'>;
+  private readonly duration: Histogram<'method' | 'route' | 'status'>;
+
+  constructor(store: Pick<Store, 'countPlants' | 'isReady'>) {
+    const registers = [this.registry];
+    this.requests = new Counter({
+      name: 'plant_store_http_requests_total',
+      help: 'HTTP requests answered, by method, route pattern and status',
+      labelNames: ['method', 'route', 'status'],
+      registers,
+    });
+    this.duration = new Histogram({
+      name: 'plant_store_http_request_duration_seconds',
+      help: 'Time from the request to the end of its response, by method, route pattern and status',
+      labelNames: ['method', 'route', 'status'],
+      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+      registers,
+    });
+    new Gauge({
+      name: 'plant_store_plants',
+      help: 'Plants stored, all owners together (counted at each scrape)',
+      registers,
+      async collect() {
+        try {
+          this.set(await store.countPlants());
+        } catch {
+          this.set(Number.NaN); // unknown, rather than a stale or a false count: plant_store_database_up says why
+        }
+      },
+    });
+    new Gauge({
+      name: 'plant_store_database_up',
+      help: '1 when the database answers a query, 0 when it does not',
+      registers,
+      async collect() {
+        this.set((await store.isReady()) ? 1 : 0);
+      },
+    });
+    collectDefaultMetrics({ register: this.registry, prefix: 'plant_store_' });
+  }
+
+  /** Called once per answered request (by the request log). */
+  observe(method: string, route: string | undefined, status: number, seconds: number): void {
+    // The route pattern, never the raw URL: unknown paths must not grow the label set without bound.
+    const labels = { method, route: route ?? 'unmatched', status: String(status) };
+    this.requests.inc(labels);
+    this.duration.observe(labels, seconds);
+  }
+}
+
+const digest = (text: string): Buffer => hash('sha256', text, 'buffer');
+
+/** GET /metrics in Prometheus text format; behind `Authorization: Bearer <METRICS_TOKEN>` when that is set. */
+export function metricsRoute(metrics: Metrics, token: string | null): FastifyPluginAsync {
+  const expected = token === null ? null : digest(`Bearer ${token}`);
+  return async (app) => {
+    app.get('/metrics', { schema: { hide: true } }, async (request: FastifyRequest, reply: FastifyReply) => {
+      if (expected) {
+        const given = request.headers.authorization;
+        if (given === undefined || !timingSafeEqual(digest(given), expected)) {
+          throw new HttpError(401, 'the metrics need the bearer token set in METRICS_TOKEN', {
+            'www-authenticate': 'Bearer realm="plant-store-metrics"',
+          });
+        }
+      }
+      const text = await metrics.registry.metrics();
+      return reply.type(metrics.registry.contentType).send(text);
+    });
+  };
+}
