@@ -13,12 +13,23 @@ function busy(ms: number): void {
   while (Date.now() < end);
 }
 
+/** The status once the loop has been calm for a few samples (polled, at most 5 s). */
+async function calm(request: () => Promise<{ statusCode: number }>): Promise<number> {
+  let status = 0;
+  for (let i = 0; i < 100 && status !== 200; i++) {
+    await sleep(50);
+    status = (await request()).statusCode;
+  }
+  return status;
+}
+
 test('a lagging event loop gets 503 with Retry-After and the Error body; the service recovers', async (t) => {
   const h = await makeApp({ maxEventLoopDelayMs: 20, pressureSampleMs: 50 });
   t.after(() => h.close());
   const token = await h.token('alice', READ_WRITE);
   const list = () => h.call(token, { method: 'GET', url: '/plants' });
-  assert.equal((await list()).statusCode, 200);
+  // Calm first: on a busy machine the start of a test process can itself lag the loop.
+  assert.equal(await calm(list), 200);
 
   // Sustained lag: 200 ms blocked out of every few, a request after each block.
   const statuses: number[] = [];
@@ -40,12 +51,7 @@ test('a lagging event loop gets 503 with Retry-After and the Error body; the ser
   );
 
   // The lag is over: within a few samples the answers are 200 again.
-  let status = 503;
-  for (let i = 0; i < 50 && status !== 200; i++) {
-    await sleep(50);
-    status = (await list()).statusCode;
-  }
-  assert.equal(status, 200);
+  assert.equal(await calm(list), 200);
 });
 
 test('health and readiness are not refused while overloaded: they are how an operator sees it', async (t) => {
