@@ -151,8 +151,8 @@ describe('loadConfig: JWT_* (OpenID Connect)', () => {
 });
 
 describe('loadConfig: MAX_EVENT_LOOP_DELAY (overload)', () => {
-  test('defaults to 200 ms, reads a duration, and turns off with "off"', () => {
-    assert.equal(loadConfig({}).maxEventLoopDelayMs, 200);
+  test('defaults to 1 s, reads a duration, and turns off with "off"', () => {
+    assert.equal(loadConfig({}).maxEventLoopDelayMs, 1000);
     assert.equal(loadConfig({ MAX_EVENT_LOOP_DELAY: '1s' }).maxEventLoopDelayMs, 1000);
     assert.equal(loadConfig({ MAX_EVENT_LOOP_DELAY: 'off' }).maxEventLoopDelayMs, 0);
     refuses({ MAX_EVENT_LOOP_DELAY: 'fast' }, 'MAX_EVENT_LOOP_DELAY');
