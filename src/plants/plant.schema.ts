@@ -15,10 +15,15 @@ export const PlantName = Type.String({
   maxLength: NAME_MAX,
   pattern: textPattern(NAME_MAX),
   description: `1 to ${NAME_MAX} ${TEXT_RULE}`,
+  examples: ['Monstera'],
 });
 
 const tagRule = { minLength: 1, maxLength: TAG_MAX, pattern: textPattern(TAG_MAX) };
-export const PlantTag = Type.String({ ...tagRule, description: `1 to ${TAG_MAX} ${TEXT_RULE}` });
+export const PlantTag = Type.String({
+  ...tagRule,
+  description: `1 to ${TAG_MAX} ${TEXT_RULE}`,
+  examples: ['tropical'],
+});
 
 /** An int64 carried exactly: a JSON integer in a body, decimal text in a path (see validation.ts). */
 export const Int64 = Type.Unsafe<bigint>({
@@ -42,6 +47,7 @@ export const NewPlant = Type.Object(
         type: ['string', 'null'],
         ...tagRule,
         description: `null (no tag) or 1 to ${TAG_MAX} ${TEXT_RULE}`,
+        examples: ['tropical'],
       }),
     ),
   },

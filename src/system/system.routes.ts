@@ -55,6 +55,11 @@ export function systemRoutes({ store, openapi }: SystemDeps): FastifyPluginAsync
 
     // Swagger UI's own files, served from node_modules: the page loads nothing from elsewhere.
     await app.register(swagger, { mode: 'static', specification: { document: getDocument() as never } });
-    await app.register(swaggerUi, { routePrefix: '/docs', uiConfig: { deepLinking: true, tryItOutEnabled: false } });
+    await app.register(swaggerUi, {
+      routePrefix: '/docs',
+      // validatorUrl null: the page never asks validator.swagger.io (or anyone) about the document.
+      uiConfig: { deepLinking: true, tryItOutEnabled: false, validatorUrl: null },
+      theme: { title: 'Plant Store API' },
+    });
   };
 }
