@@ -4,7 +4,7 @@ import prettier from 'eslint-config-prettier';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['dist/', 'node_modules/', 'bin/', 'test-output/'] },
+  { ignores: ['dist/', 'packages/*/dist/', 'node_modules/', 'bin/', 'test-output/'] },
   js.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
   {

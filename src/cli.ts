@@ -3,7 +3,9 @@ import { parseArgs } from 'node:util';
 import { TOKEN_PREFIX, parseToken } from './auth/token.js';
 import { TokenInputError, TokenService } from './auth/token.service.js';
 import { isPrimary, runPrimary } from './cluster.js';
-import { ConfigError, loadConfig, parseDuration, parseWorkers } from './config.js';
+import { plantsCommand } from './cli/plants.js';
+import { UsageError, err, out, table } from './cli/output.js';
+import { ConfigError, DEFAULT_CLIENT_URL, loadConfig, parseDuration, parseWorkers } from './config.js';
 import { releaseProcess, serve } from './server.js';
 import { openStore } from './store/open-store.js';
 import type { Store, TokenRecord } from './store/store.js';
@@ -25,17 +27,27 @@ Commands:
   import <file|->               load NDJSON plants in batched transactions; idempotent; invalid
                                 lines are reported by number and nothing of them is stored
 
+A client of a running server (through the API, so scopes and ownership apply):
+  plants list [--tag T] [--limit N] [--json]
+                                every plant the token can reach, in id order, fetched N per request
+                                (1-1000, default 100): a table on a terminal, else one "name<TAB>tag"
+                                line each; --json: one JSON array of plants ({"name","tag"}: the API
+                                returns no ids)
+  plants create --id <int64> --name <name> [--tag <tag>] [--json]
+                                create a plant; --json prints {"id","name","tag"} with the id exact
+  plants delete <id>            delete a plant (a negative id: --id=-5, or delete -- -5)
+  These take --url <url> (or PLANT_STORE_URL; default ${DEFAULT_CLIENT_URL}) and --token <token>
+  (or PLANT_STORE_TOKEN, which is better: arguments are visible to other users in ps). Failures the
+  server reports as retryable (408, 429, 502-504) and lost answers are retried 3 times with backoff.
+
+Exit codes: 0 done; 1 it failed (for plants: the server refused, "error <status>: <message>" on
+stderr); 2 the command or a setting was wrong; 3 (plants) the server could not be reached.
+
 Scopes: plants:read, plants:write, plants:admin.
 Settings come from the environment: PORT, HOST, DATABASE_URL, LOG_LEVEL, RATE_LIMIT, BODY_LIMIT,
 WORKERS, REDIS_URL (see the README).`;
 
 const MAX_EXPIRY_MS = 3650 * 86_400_000; // ten years; omit --expires-in for a token that never expires
-
-/** A mistake in how the command was called: usage goes to stderr and the exit code is 2. */
-class UsageError extends Error {}
-
-const out = (text: string): void => void process.stdout.write(`${text}\n`);
-const err = (text: string): void => void process.stderr.write(`${text}\n`);
 
 /** Opens the configured store, brought up to date, for one command. */
 async function withStore<T>(run: (store: Store, applied: number[]) => Promise<T>): Promise<T> {
@@ -54,18 +66,6 @@ function status(token: TokenRecord, now: number): string {
   if (token.revokedAt !== null) return 'revoked';
   if (token.expiresAt !== null && token.expiresAt <= now) return 'expired';
   return 'active';
-}
-
-function table(rows: string[][]): string {
-  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
-  return rows
-    .map((r) =>
-      r
-        .map((cell, i) => cell.padEnd(widths[i]!))
-        .join('  ')
-        .trimEnd(),
-    )
-    .join('\n');
 }
 
 async function tokenCreate(args: string[]): Promise<void> {
@@ -222,6 +222,8 @@ async function run(argv: string[]): Promise<number> {
       return exportCommand(argv.slice(1));
     case 'import':
       return importCommand(argv.slice(1));
+    case 'plants':
+      return plantsCommand(sub, rest);
     case 'token':
       if (sub === 'create') return tokenCreate(rest).then(() => 0);
       if (sub === 'list') return tokenList(rest).then(() => 0);

@@ -181,3 +181,11 @@ export function testConfig(overrides: Partial<Config> = {}): Config {
     ...overrides,
   });
 }
+
+/** Where `plant-store plants …` finds the server when neither --url nor PLANT_STORE_URL says. */
+export const DEFAULT_CLIENT_URL = 'http://127.0.0.1:8080';
+
+/** The settings of `plant-store plants …` (a client of a running server), before its flags. */
+export function loadClientSettings(env: NodeJS.ProcessEnv = process.env): { url: string; token: string | undefined } {
+  return { url: env.PLANT_STORE_URL || DEFAULT_CLIENT_URL, token: env.PLANT_STORE_TOKEN || undefined };
+}

@@ -1,0 +1,101 @@
+import type { Int64 } from './int64.js';
+
+/**
+ * What this client holds the Plant Store API to be: the operations it calls, the parameters it
+ * sends and the shapes it writes and reads. test/contract.test.ts checks every entry against the
+ * document the server serves at GET /openapi.json, and the type assertions at the end tie the
+ * exported types to these entries at compile time: the server, this table and the types cannot
+ * drift apart without a failing check.
+ */
+
+type FieldType = 'string' | 'integer' | 'null';
+
+export interface FieldShape {
+  readonly type: FieldType | readonly FieldType[];
+  readonly format?: 'int32' | 'int64';
+  readonly required: boolean;
+}
+
+export type ObjectShape = Readonly<Record<string, FieldShape>>;
+
+/** The three schemas of the contract (components.schemas), field by field. */
+export const SHAPES = {
+  Plant: {
+    name: { type: 'string', required: true },
+    tag: { type: 'string', required: false },
+  },
+  NewPlant: {
+    id: { type: 'integer', format: 'int64', required: true },
+    name: { type: 'string', required: true },
+    tag: { type: ['string', 'null'], required: false },
+  },
+  Error: {
+    error: { type: 'integer', format: 'int32', required: true },
+    message: { type: 'string', required: true },
+  },
+} as const satisfies Record<string, ObjectShape>;
+
+/** `limit` on GET /plants. */
+export const LIMIT = { min: 1, max: 1000, default: 100 } as const;
+
+/** The operations this client calls, by operationId, with the one success status each answers. */
+export const OPERATIONS = {
+  addPlant: { method: 'POST', path: '/plants', body: 'NewPlant', success: 200, response: 'Plant' },
+  findPlants: {
+    method: 'GET',
+    path: '/plants',
+    query: ['limit', 'cursor', 'tag'],
+    success: 200,
+    response: 'Plant[]',
+    // The next page is found through this header (RFC 8288), not the body.
+    headers: ['Link'],
+  },
+  deletePlant: { method: 'DELETE', path: '/plants/{id}', params: ['id'], success: 204 },
+} as const;
+
+export type OperationId = keyof typeof OPERATIONS;
+export type ListQueryName = (typeof OPERATIONS.findPlants.query)[number];
+
+/** A plant as the server answers it. It carries no id: the API never returns one. */
+export interface Plant {
+  name: string;
+  /** Present only when the plant has a tag. */
+  tag?: string;
+}
+
+/** A plant to create. `id` is an int64, exact: a bigint or decimal text, never a number. */
+export interface NewPlant {
+  id: Int64;
+  name: string;
+  /** Omitted or `null`: no tag. */
+  tag?: string | null;
+}
+
+/** The body of every error answer. */
+export interface ErrorBody {
+  /** The HTTP status code. */
+  error: number;
+  message: string;
+}
+
+// Compile-time ties between the interfaces above and SHAPES (which the test ties to the server).
+type One<T> = T extends 'string' ? string : T extends 'integer' ? number : T extends 'null' ? null : never;
+type Value<F extends FieldShape> = F['format'] extends 'int64'
+  ? Int64
+  : F['type'] extends readonly (infer U)[]
+    ? One<U>
+    : One<F['type']>;
+type Shaped<S extends ObjectShape> = Simplify<
+  { -readonly [K in keyof S as S[K]['required'] extends true ? K : never]: Value<S[K]> } & {
+    -readonly [K in keyof S as S[K]['required'] extends true ? never : K]?: Value<S[K]>;
+  }
+>;
+type Simplify<T> = { [K in keyof T]: T[K] };
+type Equal<A, B> = (<T>() => T extends A ? 1 : 2) extends <T>() => T extends B ? 1 : 2 ? true : false;
+type Assert<T extends true> = T;
+
+type _ShapesMatchTypes = [
+  Assert<Equal<Plant, Shaped<typeof SHAPES.Plant>>>,
+  Assert<Equal<NewPlant, Shaped<typeof SHAPES.NewPlant>>>,
+  Assert<Equal<ErrorBody, Shaped<typeof SHAPES.Error>>>,
+];

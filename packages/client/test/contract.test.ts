@@ -1,0 +1,177 @@
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import type { ObjectShape } from '../src/contract.js';
+import { LIMIT, OPERATIONS, PlantStoreClient, RETRY_STATUSES, SHAPES } from '../src/index.js';
+import { type TestServer, recordingFetch, startTestServer } from './support.js';
+
+/**
+ * The drift check: everything the client assumes about the API (src/contract.ts, and what it
+ * really sends) against the OpenAPI document the running server serves. The compiler ties the
+ * client's types to src/contract.ts; this ties src/contract.ts to the server.
+ */
+
+type Json = Record<string, unknown>;
+
+let server: TestServer;
+let document: Json;
+before(async () => {
+  server = await startTestServer();
+  const response = await fetch(`${server.url}/openapi.json`);
+  assert.equal(response.status, 200);
+  document = (await response.json()) as Json;
+});
+after(() => server.stop());
+
+const at = (value: unknown, ...path: string[]): Json => {
+  let node = value;
+  for (const key of path) {
+    assert.ok(node !== null && typeof node === 'object' && key in node, `the document has ${path.join(' → ')}`);
+    node = (node as Json)[key];
+  }
+  return node as Json;
+};
+
+const ref = (name: string): Json => ({ $ref: `#/components/schemas/${name}` });
+const operation = (id: keyof typeof OPERATIONS): Json =>
+  at(document, 'paths', OPERATIONS[id].path, OPERATIONS[id].method.toLowerCase());
+const parameters = (id: keyof typeof OPERATIONS): Json[] => (operation(id).parameters as Json[] | undefined) ?? [];
+
+test('every operation the client calls is served with its method, path and operationId, behind the bearer scheme', () => {
+  for (const id of Object.keys(OPERATIONS) as Array<keyof typeof OPERATIONS>) {
+    assert.equal(operation(id).operationId, id);
+    assert.deepEqual(operation(id).security ?? document.security, [{ bearerAuth: [] }]);
+  }
+  assert.deepEqual(
+    { ...at(document, 'components', 'securitySchemes', 'bearerAuth'), description: undefined },
+    { type: 'http', scheme: 'bearer', description: undefined },
+  );
+});
+
+test('each operation has exactly the one success status the client expects, with the body it reads', () => {
+  const bodies = { Plant: ref('Plant'), 'Plant[]': { type: 'array', items: ref('Plant') } };
+  for (const id of Object.keys(OPERATIONS) as Array<keyof typeof OPERATIONS>) {
+    const op = OPERATIONS[id];
+    const responses = at(operation(id), 'responses');
+    assert.deepEqual(
+      Object.keys(responses).filter((s) => s.startsWith('2')),
+      [String(op.success)],
+      `${id}: success statuses`,
+    );
+    const success = at(responses, String(op.success));
+    const expected = 'response' in op ? { 'application/json': { schema: bodies[op.response] } } : undefined;
+    assert.deepEqual(success.content, expected, `${id}: the ${op.success} body`);
+  }
+  assert.ok(at(operation('findPlants'), 'responses', '200', 'headers', 'Link'), 'the next page comes in a Link header');
+});
+
+test('every failure status is documented with the Error body the client reads its message from', () => {
+  for (const id of Object.keys(OPERATIONS) as Array<keyof typeof OPERATIONS>) {
+    for (const [status, response] of Object.entries(at(operation(id), 'responses'))) {
+      if (Number(status) < 400) continue;
+      assert.deepEqual(at(response, 'content'), { 'application/json': { schema: ref('Error') } }, `${id} ${status}`);
+    }
+    // The statuses the client retries, where this server sends them, are documented, with Retry-After.
+    for (const status of ['408', '429', '503']) {
+      assert.ok(RETRY_STATUSES.has(Number(status)));
+      assert.ok(at(operation(id), 'responses', status), `${id} documents ${status}`);
+    }
+    for (const status of ['429', '503']) assert.ok(at(operation(id), 'responses', status, 'headers', 'Retry-After'));
+  }
+  assert.ok(at(operation('deletePlant'), 'responses', '404'), 'deletePlant documents the 404 the client interprets');
+});
+
+test('the parameters are the ones the client sends: limit and its bounds, cursor, tag, and the int64 path id', () => {
+  const query = parameters('findPlants');
+  assert.deepEqual(
+    query.map((p) => [p.name, p.in, p.required]),
+    OPERATIONS.findPlants.query.map((name) => [name, 'query', false]),
+  );
+  const schema = (name: string): Json =>
+    at(
+      query.find((p) => p.name === name),
+      'schema',
+    );
+  const { type, minimum, maximum, default: byDefault } = schema('limit');
+  assert.deepEqual(
+    { type, minimum, maximum, default: byDefault },
+    { type: 'integer', minimum: LIMIT.min, maximum: LIMIT.max, default: LIMIT.default },
+  );
+  assert.equal(schema('cursor').type, 'string');
+  assert.equal(schema('tag').type, 'string');
+
+  assert.deepEqual(
+    parameters('deletePlant').map((p) => [p.name, p.in, p.required, at(p, 'schema').type, at(p, 'schema').format]),
+    OPERATIONS.deletePlant.params.map((name) => [name, 'path', true, 'integer', 'int64']),
+  );
+  assert.deepEqual(parameters('addPlant'), []);
+  assert.deepEqual(operation('addPlant').requestBody, {
+    required: true,
+    content: { 'application/json': { schema: ref(OPERATIONS.addPlant.body) } },
+  });
+});
+
+test("Plant, NewPlant and Error have exactly the fields, types, formats and required lists of the client's SHAPES", () => {
+  for (const [name, shape] of Object.entries<ObjectShape>(SHAPES)) {
+    const schema = at(document, 'components', 'schemas', name);
+    assert.equal(schema.type, 'object');
+    assert.equal(schema.additionalProperties, false, `${name} allows no other field`);
+    const properties = at(schema, 'properties');
+    assert.deepEqual(Object.keys(properties).sort(), Object.keys(shape).sort(), `${name}: fields`);
+    for (const [field, expected] of Object.entries(shape)) {
+      const actual = at(properties, field);
+      assert.deepEqual(actual.type, expected.type, `${name}.${field}: type`);
+      assert.equal(actual.format, expected.format, `${name}.${field}: format`);
+    }
+    const required = Object.entries(shape)
+      .filter(([, field]) => field.required)
+      .map(([field]) => field);
+    assert.deepEqual(
+      [...((schema.required as string[] | undefined) ?? [])].sort(),
+      required.sort(),
+      `${name}: required`,
+    );
+  }
+});
+
+test('what the client puts on the wire fits the document: each request a documented operation, parameter and body', async () => {
+  const recorded = recordingFetch();
+  const client = new PlantStoreClient({ baseUrl: server.url, token: await server.token(), fetch: recorded.fetch });
+  await client.create({ id: 9223372036854775807n, name: 'Highest', tag: 'edge' });
+  await client.create({ id: '-9223372036854775808', name: 'Lowest', tag: null });
+  await client.create({ id: 1n, name: 'Plain', tag: 'edge' });
+  for await (const _ of client.list({ limit: 1, tag: 'edge' }));
+  for await (const _ of client.list({ limit: 1 }));
+  await client.delete('9223372036854775807');
+
+  const newPlant = at(document, 'components', 'schemas', 'NewPlant');
+  const routes = Object.values(OPERATIONS).map((op) => ({
+    op,
+    path: new RegExp(`^${op.path.replace(/\{\w+\}/g, '-?\\d+')}$`),
+  }));
+  assert.equal(recorded.sent.length, 3 + 2 + 3 + 1, 'three creates, two pages by tag, three pages, a delete');
+  for (const { method, url, body } of recorded.sent) {
+    const route = routes.find((r) => r.op.method === method && r.path.test(url.pathname));
+    assert.ok(route, `${method} ${url.pathname} is an operation of the client`);
+    const documented = at(document, 'paths', route.op.path, method.toLowerCase());
+    const names = ((documented.parameters as Json[] | undefined) ?? []).filter((p) => p.in === 'query');
+    for (const name of new URL(url).searchParams.keys()) {
+      assert.ok(
+        names.some((p) => p.name === name),
+        `${name} is a documented query parameter`,
+      );
+    }
+    if (body === undefined) continue;
+    const fields = Object.keys(JSON.parse(body) as Json);
+    assert.ok(
+      fields.every((f) => f in at(newPlant, 'properties')),
+      `${body}: only NewPlant fields`,
+    );
+    assert.ok(
+      (newPlant.required as string[]).every((f) => fields.includes(f)),
+      `${body}: every required field`,
+    );
+    assert.match(body, /^\{"id":-?\d+,/, 'the id is a JSON integer, written exactly');
+  }
+  assert.ok(recorded.sent.some((s) => s.body?.startsWith('{"id":9223372036854775807,')));
+  assert.ok(recorded.sent.some((s) => s.body?.startsWith('{"id":-9223372036854775808,')));
+});
