@@ -126,7 +126,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     redisUrl: parseRedisUrl(env.REDIS_URL),
     databasePoolSize: parsePoolSize(env.DATABASE_POOL_SIZE ?? '10'),
     jwt: parseJwt(env),
-    maxEventLoopDelayMs: env.MAX_EVENT_LOOP_DELAY === 'off' ? 0 : durationSetting(env, 'MAX_EVENT_LOOP_DELAY', '1s'),
+    maxEventLoopDelayMs:
+      env.MAX_EVENT_LOOP_DELAY?.trim().toLowerCase() === 'off' ? 0 : durationSetting(env, 'MAX_EVENT_LOOP_DELAY', '1s'),
     pressureSampleMs: 500,
     metricsToken: env.METRICS_TOKEN === undefined || env.METRICS_TOKEN === '' ? null : env.METRICS_TOKEN,
   });

@@ -1,4 +1,4 @@
-import { createRemoteJWKSet, errors, jwtVerify } from 'jose';
+import { type JWTPayload, createRemoteJWKSet, errors, jwtVerify } from 'jose';
 import type { JwtSettings } from '../config.js';
 import { HttpError } from '../errors.js';
 import type { Principal } from './authenticator.js';
@@ -36,13 +36,7 @@ export class JwtVerifier {
   async verify(token: string): Promise<Principal | undefined> {
     let payload;
     try {
-      ({ payload } = await jwtVerify(token, this.keys, {
-        issuer: this.settings.issuer,
-        audience: this.settings.audience,
-        algorithms: [...this.settings.algorithms],
-        clockTolerance: CLOCK_SKEW_SECONDS,
-        requiredClaims: ['exp', 'sub'],
-      }));
+      payload = await this.check(token);
     } catch (error) {
       if (unreachable(error)) {
         throw new HttpError(503, 'the identity provider’s signing keys could not be fetched; retry shortly', {
@@ -52,8 +46,32 @@ export class JwtVerifier {
       return undefined; // bad signature, unknown key, wrong alg/iss/aud, expired, not yet valid, malformed
     }
     const subject = payload.sub;
-    if (typeof subject !== 'string' || !SUBJECT.test(subject)) return undefined;
+    if (typeof subject !== 'string' || !SUBJECT.test(subject) || !subject.isWellFormed()) return undefined;
     const claimed = typeof payload.scope === 'string' ? payload.scope.split(' ') : [];
     return { subject, scopes: new Set(claimed.filter(isScope)), tokenId: `jwt:${subject}` };
+  }
+
+  private async check(token: string): Promise<JWTPayload> {
+    const options = {
+      issuer: this.settings.issuer,
+      audience: this.settings.audience,
+      algorithms: [...this.settings.algorithms],
+      clockTolerance: CLOCK_SKEW_SECONDS,
+      requiredClaims: ['exp', 'sub'],
+    };
+    try {
+      return (await jwtVerify(token, this.keys, options)).payload;
+    } catch (error) {
+      if (!(error instanceof errors.JWKSMultipleMatchingKeys)) throw error;
+      // A token without `kid` while the provider publishes several keys (a key rotation): try each.
+      for await (const key of error) {
+        try {
+          return (await jwtVerify(token, key, options)).payload;
+        } catch (inner) {
+          if (!(inner instanceof errors.JWSSignatureVerificationFailed)) throw inner;
+        }
+      }
+      throw new errors.JWSSignatureVerificationFailed();
+    }
   }
 }

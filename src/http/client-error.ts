@@ -19,18 +19,26 @@ export function clientErrorHandler(this: FastifyInstance, error: NodeJS.ErrnoExc
   const response = rawErrorResponse(status, message);
   this.log.info({ status, code: error.code, reqId: /x-request-id: (\S+)/.exec(response)?.[1] }, 'client error');
   // The response Node is writing on this socket, if any (as its own handler checks).
-  const pending = (socket as Socket & { _httpMessage?: ServerResponse | null })._httpMessage;
-  if (pending?.headersSent) {
+  const pending = (): ServerResponse | null | undefined =>
+    (socket as Socket & { _httpMessage?: ServerResponse | null })._httpMessage;
+  if (pending()?.headersSent && pending()?.req.complete === false) {
     // This request was answered before its body was read; the body's framing is what broke. One
     // answer per request: close once that answer is out, without a second one.
     socket.destroySoon();
-  } else if (pending && !pending.writableFinished && pending.req.complete) {
-    // A complete, valid request before the broken one (pipelining) is still being answered:
-    // answers go out in order (RFC 9112 §9.3.2), so the 400 follows it.
-    pending.once('finish', () => void (socket.writable && socket.end(response)));
-    pending.once('close', () => socket.destroySoon());
-  } else {
+    return;
+  }
+  // Complete, valid requests before the broken one (pipelining) are answered first, in order
+  // (RFC 9112 §9.3.2): as each answer finishes, Node hands the socket to the next; the 400 goes
+  // out when none is left.
+  const answerWhenIdle = (): void => {
+    const current = pending();
+    if (current && !current.writableFinished && current.req.complete) {
+      current.once('finish', () => process.nextTick(answerWhenIdle));
+      current.once('close', () => current.writableFinished || socket.destroySoon());
+      return;
+    }
     if (socket.writable) socket.end(response);
     socket.destroySoon();
-  }
+  };
+  answerWhenIdle();
 }

@@ -5,6 +5,7 @@ import { randomUUID } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { HttpError, errorBody } from '../errors.js';
 import { rawErrorResponse } from './raw-response.js';
+import { redactUrl } from './request-log.js';
 
 // The HTTP layer around the routes: request ids, common headers, 404/405, draining, and the
 // answers Node would otherwise give itself without the Error body.
@@ -115,6 +116,8 @@ export function installProtocol(app: FastifyInstance): void {
 
 /** Fastify's own routing errors (a URL with bad percent-encoding) get the Error body too. */
 export function frameworkErrors(error: Error, request: FastifyRequest, reply: FastifyReply): void {
+  // Fastify answers these outside the request lifecycle, so the request log never sees them.
+  request.log.info({ method: request.method, url: redactUrl(request.url), status: 400 }, 'request rejected');
   void reply
     .code(400)
     .header('cache-control', 'no-store')

@@ -1,17 +1,20 @@
 import { type FastifyReply, type FastifyRequest, LogController } from 'fastify';
 
-// Credentials that callers put where they do not belong (a query string, a path) stay out of the logs.
+// Credentials that callers put where they do not belong (a query string, a path) stay out of the
+// logs. Each pattern is linear in the URL's length: a JWT is matched only from the start of a word.
 const SECRETS: ReadonlyArray<[RegExp, string]> = [
-  [/pst_[0-9A-Za-z]+/g, '[redacted]'], // an API token
-  [/eyJ[\w-]*\.[\w-]*\.[\w-]*/g, '[redacted]'], // a JWT
-  [/((?:access_)?token=)[^&]*/gi, '$1[redacted]'], // any query parameter named token or access_token
+  [/pst(?:_|%5f)[0-9A-Za-z]+/gi, '[redacted]'], // an API token, plain or percent-encoded
+  [/(?<![\w-])eyJ[\w-]*\.[\w-]*\.[\w-]*/g, '[redacted]'], // a JWT
+  [/((?:^|[?&;])(?:access_token|token|jwt|api_?key|key|authorization|secret|password)=)[^&;]*/gi, '$1[redacted]'],
 ];
+/** Longer URLs are logged cut, with their length: a log line has no use for 16 KiB of query. */
+const LOGGED_URL_MAX = 2048;
 
-/** The URL as logged: any credential in it is replaced by `[redacted]`. */
+/** The URL as logged: any credential in it replaced by `[redacted]`, and cut at 2 KiB. */
 export function redactUrl(url: string): string {
-  let out = url;
+  let out = url.length > LOGGED_URL_MAX ? url.slice(0, LOGGED_URL_MAX) : url;
   for (const [pattern, replacement] of SECRETS) out = out.replace(pattern, replacement);
-  return out;
+  return url.length > LOGGED_URL_MAX ? `${out}…(${url.length} characters)` : out;
 }
 
 /**
@@ -28,7 +31,9 @@ export class RequestLog extends LogController {
   }
 
   override incomingRequest(request: FastifyRequest): void {
-    request.log.debug({ method: request.method, url: redactUrl(request.url) }, 'incoming request');
+    if (request.log.level === 'debug' || request.log.level === 'trace') {
+      request.log.debug({ method: request.method, url: redactUrl(request.url) }, 'incoming request');
+    }
   }
 
   override requestCompleted(_error: unknown, request: FastifyRequest, reply: FastifyReply): void {

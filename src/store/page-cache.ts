@@ -7,7 +7,9 @@
  * - a commit by any other connection or process changes SQLite's `PRAGMA data_version`, which the
  *   store reads before every lookup, and drops every page.
  *
- * Memory is bounded by the number of rows held: past `maxRows` the cache starts over.
+ * Memory is bounded by the rows held, each page counting one more than its rows (so that many empty
+ * pages, which a caller can ask for with made-up tags or cursors, count too): past `maxRows` the
+ * cache starts over.
  */
 export class PageCache<Row> {
   /** owner (null: across owners) → page key → rows. */
@@ -30,12 +32,13 @@ export class PageCache<Row> {
   }
 
   set(owner: string | null, key: string, rows: readonly Row[]): void {
-    if (rows.length > this.maxRows) return;
-    if (this.rows + rows.length > this.maxRows) this.clear();
+    const weight = 1 + rows.length;
+    if (weight > this.maxRows) return;
+    if (this.rows + weight > this.maxRows) this.clear();
     const byKey = this.pages.get(owner);
     if (byKey) byKey.set(key, rows);
     else this.pages.set(owner, new Map([[key, rows]]));
-    this.rows += rows.length;
+    this.rows += weight;
   }
 
   /** A write to `owner`'s plants; null when the owner is not known (every page goes). */
@@ -53,7 +56,7 @@ export class PageCache<Row> {
   private drop(owner: string | null): void {
     const byKey = this.pages.get(owner);
     if (!byKey) return;
-    for (const rows of byKey.values()) this.rows -= rows.length;
+    for (const rows of byKey.values()) this.rows -= 1 + rows.length;
     this.pages.delete(owner);
   }
 }

@@ -1,9 +1,36 @@
-import { timingSafeEqual } from 'node:crypto';
-import { hash } from 'node:crypto';
+import { hash, timingSafeEqual } from 'node:crypto';
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { HttpError } from '../errors.js';
 import type { Store } from '../store/store.js';
+
+/** How long a plant count is reused: a count walks an index, and scrapes may come often. */
+const COUNT_TTL_MS = 10_000;
+
+// Node's process metrics (memory, GC, event-loop lag) are the process's, not an app's: collected
+// once per process, merged into each app's output.
+let processMetrics: Registry | undefined;
+function defaultMetrics(): Registry {
+  if (!processMetrics) {
+    processMetrics = new Registry();
+    collectDefaultMetrics({ register: processMetrics, prefix: 'plant_store_' });
+  }
+  return processMetrics;
+}
+
+/** `count()` at most once per `ttlMs`, with one call in flight at a time. */
+function reused(count: () => Promise<number>, ttlMs: number): () => Promise<number> {
+  let last: { at: number; value: Promise<number> } | undefined;
+  return () => {
+    const now = Date.now();
+    if (!last || now - last.at >= ttlMs) {
+      const value = count();
+      last = { at: now, value };
+      value.catch(() => (last = undefined)); // a failure is not reused
+    }
+    return last.value;
+  };
+}
 
 /**
  * Prometheus metrics of one app: every request by route and status (count and latency), the
@@ -17,6 +44,7 @@ export class Metrics {
 
   constructor(store: Pick<Store, 'countPlants' | 'isReady'>) {
     const registers = [this.registry];
+    const countPlants = reused(() => store.countPlants(), COUNT_TTL_MS);
     this.requests = new Counter({
       name: 'plant_store_http_requests_total',
       help: 'HTTP requests answered, by method, route pattern and status',
@@ -32,11 +60,11 @@ export class Metrics {
     });
     new Gauge({
       name: 'plant_store_plants',
-      help: 'Plants stored, all owners together (counted at each scrape)',
+      help: 'Plants stored, all owners together (counted at most every 10 s)',
       registers,
       async collect() {
         try {
-          this.set(await store.countPlants());
+          this.set(await countPlants());
         } catch {
           this.set(Number.NaN); // unknown, rather than a stale or a false count: plant_store_database_up says why
         }
@@ -50,7 +78,11 @@ export class Metrics {
         this.set((await store.isReady()) ? 1 : 0);
       },
     });
-    collectDefaultMetrics({ register: this.registry, prefix: 'plant_store_' });
+  }
+
+  /** The text of a scrape: this app's metrics and the process's. */
+  async text(): Promise<string> {
+    return Registry.merge([this.registry, defaultMetrics()]).metrics();
   }
 
   /** Called once per answered request (by the request log). */
@@ -63,21 +95,22 @@ export class Metrics {
 }
 
 const digest = (text: string): Buffer => hash('sha256', text, 'buffer');
+const BEARER = /^bearer +(\S+) *$/i; // the scheme is case-insensitive (RFC 9110 §11.1)
 
 /** GET /metrics in Prometheus text format; behind `Authorization: Bearer <METRICS_TOKEN>` when that is set. */
 export function metricsRoute(metrics: Metrics, token: string | null): FastifyPluginAsync {
-  const expected = token === null ? null : digest(`Bearer ${token}`);
+  const expected = token === null ? null : digest(token);
   return async (app) => {
     app.get('/metrics', { schema: { hide: true } }, async (request: FastifyRequest, reply: FastifyReply) => {
       if (expected) {
-        const given = request.headers.authorization;
+        const given = BEARER.exec(request.headers.authorization ?? '')?.[1];
         if (given === undefined || !timingSafeEqual(digest(given), expected)) {
           throw new HttpError(401, 'the metrics need the bearer token set in METRICS_TOKEN', {
             'www-authenticate': 'Bearer realm="plant-store-metrics"',
           });
         }
       }
-      const text = await metrics.registry.metrics();
+      const text = await metrics.text();
       return reply.type(metrics.registry.contentType).send(text);
     });
   };

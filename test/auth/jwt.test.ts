@@ -190,3 +190,31 @@ test('without JWT_JWKS_URL a JWT is just a malformed token: 401 invalid_token', 
   assertErrorBody(response, 401);
   assert.equal(response.headers['www-authenticate'], INVALID_TOKEN);
 });
+
+test('during a key rotation a token without kid is checked against every published key', async (t) => {
+  const second = await generateKeyPair('RS256');
+  const saved = jwks.keys;
+  jwks = {
+    keys: [
+      { ...(await exportJWK(second.publicKey)), kid: 'k2', alg: 'RS256', use: 'sig' },
+      { ...saved[0]!, kid: 'k1' },
+    ],
+  };
+  const h = await makeApp({ jwt: settings(url) });
+  t.after(async () => {
+    jwks = { keys: saved };
+    await h.close();
+  });
+  const withoutKid = await mint({}, provider, { alg: 'RS256' } as { alg: string; kid: string });
+  assert.equal((await h.call(withoutKid, { method: 'GET', url: '/plants' })).statusCode, 200);
+  const bySecond = await mint({}, second, { alg: 'RS256' } as { alg: string; kid: string });
+  assert.equal((await h.call(bySecond, { method: 'GET', url: '/plants' })).statusCode, 200);
+  const byStranger = await mint({}, stranger, { alg: 'RS256' } as { alg: string; kid: string });
+  assertErrorBody(await h.call(byStranger, { method: 'GET', url: '/plants' }), 401);
+});
+
+test('a sub that is not well-formed text (a lone surrogate) → 401', async (t) => {
+  const h = await makeApp({ jwt: settings(url) });
+  t.after(() => h.close());
+  assertErrorBody(await h.call(await mint({ sub: '\ud800' }), { method: 'GET', url: '/plants' }), 401);
+});

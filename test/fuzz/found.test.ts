@@ -62,3 +62,26 @@ test('broken percent-encoding in the query answers 400, as it does in the path',
     assertErrorBody(await h.call(token, { method: 'GET', url: `/plants?${query}` }), 400);
   }
 });
+
+test(
+  'several valid requests pipelined before a malformed one each get their answer, in order, before the 400',
+  { timeout: 10_000 },
+  async (t) => {
+    const h = await makeApp();
+    t.after(() => h.close());
+    const token = await h.token('alice', READ_WRITE);
+    const port = await listen(h);
+    const post = (id: number): string => {
+      const body = `{"id":${id},"name":"plant ${id}"}`;
+      return `POST /plants HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body}`;
+    };
+    const text = await rawExchange(
+      t,
+      port,
+      `${post(6)}${post(7)}GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nGARBAGE\r\n\r\n`,
+    );
+    assert.deepEqual(statuses(text), [200, 200, 200, 400], JSON.stringify(text));
+    const listed = await h.call(token, { method: 'GET', url: '/plants' });
+    assert.deepEqual(listed.json(), [{ name: 'plant 6' }, { name: 'plant 7' }]);
+  },
+);

@@ -93,9 +93,11 @@ test('with METRICS_TOKEN set, /metrics needs that bearer token', async (t) => {
     await h.app.inject({ method: 'GET', url: '/metrics', headers: { authorization: `Bearer ${apiToken}` } }),
     401,
   );
-  const ok = await h.app.inject({ method: 'GET', url: '/metrics', headers: { authorization: 'Bearer scrape-secret' } });
-  assert.equal(ok.statusCode, 200);
-  assert.match(ok.body, /^# HELP /m);
+  for (const authorization of ['Bearer scrape-secret', 'bearer scrape-secret']) {
+    const ok = await h.app.inject({ method: 'GET', url: '/metrics', headers: { authorization } });
+    assert.equal(ok.statusCode, 200, authorization);
+    assert.match(ok.body, /^# HELP /m);
+  }
 });
 
 test('other methods on /metrics get 405 with Allow', async (t) => {

@@ -114,3 +114,12 @@ test("PageCache.invalidate drops the owner's pages and the cross-owner ones, nob
   cache.check(1);
   assert.equal(cache.get('bob', 'b'), undefined, 'a new data_version drops everything');
 });
+
+test('PageCache counts empty pages too, so made-up tags or cursors cannot grow it without bound', () => {
+  const cache = new PageCache<number>(100);
+  for (let i = 0; i < 1000; i++) cache.set('alice', `tag-${i}`, []);
+  let kept = 0;
+  for (let i = 0; i < 1000; i++) if (cache.get('alice', `tag-${i}`)) kept += 1;
+  assert.ok(kept <= 100, `at most 100 empty pages kept, got ${kept}`);
+  assert.ok(kept > 0);
+});

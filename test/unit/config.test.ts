@@ -155,6 +155,7 @@ describe('loadConfig: MAX_EVENT_LOOP_DELAY (overload)', () => {
     assert.equal(loadConfig({}).maxEventLoopDelayMs, 1000);
     assert.equal(loadConfig({ MAX_EVENT_LOOP_DELAY: '1s' }).maxEventLoopDelayMs, 1000);
     assert.equal(loadConfig({ MAX_EVENT_LOOP_DELAY: 'off' }).maxEventLoopDelayMs, 0);
+    assert.equal(loadConfig({ MAX_EVENT_LOOP_DELAY: 'OFF' }).maxEventLoopDelayMs, 0);
     refuses({ MAX_EVENT_LOOP_DELAY: 'fast' }, 'MAX_EVENT_LOOP_DELAY');
   });
 });
