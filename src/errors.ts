@@ -78,7 +78,9 @@ export function errorHandler(raised: FastifyError, request: FastifyRequest, repl
       : raised;
   if (error !== raised) request.log.warn({ err: raised }, 'database unavailable');
   const { status, message } = classify(error);
-  if (status >= 500 && error === raised) request.log.error({ err: error }, 'request failed');
+  if (status >= 500 && !(error instanceof HttpError)) request.log.error({ err: error }, 'request failed');
+  // A deliberate answer, not a bug: a 5xx one (overload, shutdown, keys unreachable) is a warning.
+  else if (status >= 500) request.log.warn({ status, reason: message }, 'request rejected');
   else request.log.info({ status, reason: message }, 'request rejected');
   if (error instanceof HttpError) void reply.headers(error.headers);
   void reply.code(status).send(errorBody(status, message));

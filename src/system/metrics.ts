@@ -41,6 +41,11 @@ export class Metrics {
   readonly registry = new Registry();
   private readonly requests: Counter<'method' | 'route' | 'status'>;
   private readonly duration: Histogram<'method' | 'route' | 'status'>;
+  /** Each label set's children, found once: labelling on every request hashes the labels each time. */
+  private readonly series = new Map<
+    string,
+    { requests: ReturnType<Metrics['requests']['labels']>; duration: ReturnType<Metrics['duration']['labels']> }
+  >();
 
   constructor(store: Pick<Store, 'countPlants' | 'isReady'>) {
     const registers = [this.registry];
@@ -88,9 +93,15 @@ export class Metrics {
   /** Called once per answered request (by the request log). */
   observe(method: string, route: string | undefined, status: number, seconds: number): void {
     // The route pattern, never the raw URL: unknown paths must not grow the label set without bound.
-    const labels = { method, route: route ?? 'unmatched', status: String(status) };
-    this.requests.inc(labels);
-    this.duration.observe(labels, seconds);
+    const key = `${method} ${route ?? 'unmatched'} ${status}`;
+    let series = this.series.get(key);
+    if (!series) {
+      const labels = { method, route: route ?? 'unmatched', status: String(status) };
+      series = { requests: this.requests.labels(labels), duration: this.duration.labels(labels) };
+      this.series.set(key, series);
+    }
+    series.requests.inc();
+    series.duration.observe(seconds);
   }
 }
 
