@@ -25,12 +25,15 @@ const OPERATIONS = [
 
 type Operations = Record<string, Record<string, { summary?: string }>>;
 
-test('GET /docs in headless Chromium', { timeout: 30_000 }, async (t) => {
-  assert.ok(
-    existsSync(CHROMIUM),
-    `this test drives Chromium at ${CHROMIUM}, which is missing: install it with \`apt-get install chromium\` ` +
-      "(Debian's package; playwright-core's own browser download is not used)",
-  );
+const MISSING =
+  `this test drives Chromium at ${CHROMIUM}, which is missing: install it with \`apt-get install chromium\` ` +
+  "(Debian's package; playwright-core's own browser download is not used)";
+// CI (which installs Chromium when missing) must run it; on a laptop without Chromium, `npm test`
+// still passes and this test is reported as skipped, with the reason.
+const skip = !existsSync(CHROMIUM) && process.env.CI !== 'true' ? MISSING : false;
+
+test('GET /docs in headless Chromium', { timeout: 30_000, skip }, async (t) => {
+  assert.ok(existsSync(CHROMIUM), MISSING);
   // Undone in reverse order: the browser, the server, then its database.
   const cleanups: Array<() => Promise<unknown>> = [];
   t.after(async () => {
