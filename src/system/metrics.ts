@@ -1,6 +1,6 @@
-import { hash, timingSafeEqual } from 'node:crypto';
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { hashToken, sameHash } from '../auth/token.js';
 import { HttpError } from '../errors.js';
 import type { Store } from '../store/store.js';
 
@@ -105,17 +105,16 @@ export class Metrics {
   }
 }
 
-const digest = (text: string): Buffer => hash('sha256', text, 'buffer');
 const BEARER = /^bearer +(\S+) *$/i; // the scheme is case-insensitive (RFC 9110 §11.1)
 
 /** GET /metrics in Prometheus text format; behind `Authorization: Bearer <METRICS_TOKEN>` when that is set. */
 export function metricsRoute(metrics: Metrics, token: string | null): FastifyPluginAsync {
-  const expected = token === null ? null : digest(token);
+  const expected = token === null ? null : hashToken(token);
   return async (app) => {
     app.get('/metrics', { schema: { hide: true } }, async (request: FastifyRequest, reply: FastifyReply) => {
       if (expected) {
         const given = BEARER.exec(request.headers.authorization ?? '')?.[1];
-        if (given === undefined || !timingSafeEqual(digest(given), expected)) {
+        if (given === undefined || !sameHash(hashToken(given), expected)) {
           throw new HttpError(401, 'the metrics need the bearer token set in METRICS_TOKEN', {
             'www-authenticate': 'Bearer realm="plant-store-metrics"',
           });
