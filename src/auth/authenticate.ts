@@ -22,6 +22,10 @@ const challenge = (error: string, extra = ''): Record<string, string> => ({
 
 const BEARER = /^bearer +([\x21-\x7e]+) *$/i; // RFC 9110 §11.1: the scheme is case-insensitive
 
+/** The credential of an `Authorization: Bearer <credential>` header; undefined for anything else. */
+export const bearerCredential = (header: string | undefined): string | undefined =>
+  header === undefined ? undefined : BEARER.exec(header)?.[1];
+
 function authorizationHeaderCount(rawHeaders: readonly string[]): number {
   let count = 0;
   for (let i = 0; i < rawHeaders.length; i += 2) {
@@ -54,7 +58,7 @@ export function authenticateHook(authenticator: TokenAuthenticator) {
         }),
       );
     }
-    const token = BEARER.exec(header)?.[1];
+    const token = bearerCredential(header);
     const found = token === undefined ? undefined : authenticator.authenticate(token);
     const admit = (principal: Principal | undefined): void => {
       if (!principal) return done(INVALID_TOKEN());

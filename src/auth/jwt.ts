@@ -2,12 +2,10 @@ import { type JWTPayload, createRemoteJWKSet, errors, jwtVerify } from 'jose';
 import type { JwtSettings } from '../config.js';
 import { HttpError } from '../errors.js';
 import type { Principal } from './authenticator.js';
-import { isScope } from './token.js';
+import { isScope, isSubject } from './token.js';
 
 /** How far a token's exp and nbf may be off from this machine's clock. */
 const CLOCK_SKEW_SECONDS = 30;
-/** Same rule as a plant's owner: 1 to 200 characters, no control characters. */
-const SUBJECT = /^[^\u0000-\u001f\u007f]{1,200}$/u;
 
 /**
  * The identity provider's keys could not be fetched, so the token cannot be judged either way:
@@ -46,7 +44,7 @@ export class JwtVerifier {
       return undefined; // bad signature, unknown key, wrong alg/iss/aud, expired, not yet valid, malformed
     }
     const subject = payload.sub;
-    if (typeof subject !== 'string' || !SUBJECT.test(subject) || !subject.isWellFormed()) return undefined;
+    if (typeof subject !== 'string' || !isSubject(subject)) return undefined; // the rule of API tokens' subjects
     const claimed = typeof payload.scope === 'string' ? payload.scope.split(' ') : [];
     return { subject, scopes: new Set(claimed.filter(isScope)), tokenId: `jwt:${subject}` };
   }

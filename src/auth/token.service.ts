@@ -1,5 +1,5 @@
 import type { TokenRecord, TokenStore } from '../store/store.js';
-import { hashToken, isScope, mintToken, type Scope } from './token.js';
+import { hashToken, isScope, isSubject, mintToken, type Scope } from './token.js';
 
 export class TokenInputError extends Error {
   override name = 'TokenInputError';
@@ -21,8 +21,6 @@ export interface IssuedToken {
   readonly expiresAt: number | null;
 }
 
-const SUBJECT = /^[^\u0000-\u001f\u007f]{1,200}$/u;
-
 /** Issuing, listing and revoking API tokens: the rules behind `plant-store token …`. */
 export class TokenService {
   constructor(
@@ -31,7 +29,7 @@ export class TokenService {
   ) {}
 
   async create({ subject, scopes, expiresInMs }: NewToken): Promise<IssuedToken> {
-    if (!SUBJECT.test(subject) || !subject.isWellFormed()) {
+    if (!isSubject(subject)) {
       throw new TokenInputError('the subject must be 1 to 200 characters without control characters');
     }
     const unique = [...new Set(scopes)];

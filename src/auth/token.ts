@@ -57,6 +57,10 @@ export function parseToken(token: string): string | undefined {
   return checksum(token.slice(0, -CHECKSUM_LENGTH)) === m[2] ? m[1] : undefined;
 }
 
+/** A subject (the owner of plants): 1 to 200 characters, no control characters, well-formed text. */
+const SUBJECT = /^[^\u0000-\u001f\u007f]{1,200}$/u;
+export const isSubject = (text: string): boolean => SUBJECT.test(text) && text.isWellFormed();
+
 export function isScope(text: string): text is Scope {
   return (SCOPES as readonly string[]).includes(text);
 }

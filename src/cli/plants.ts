@@ -130,7 +130,7 @@ export async function plantsCommand(sub: string | undefined, args: string[]): Pr
     return 0;
   } catch (error) {
     if (error instanceof PlantStoreError) {
-      err(`error ${error.status}: ${error.message}`);
+      err(describeFailure(error));
       return 1;
     }
     if (error instanceof PlantStoreNetworkError) {

@@ -1,5 +1,6 @@
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { bearerCredential } from '../auth/authenticate.js';
 import { hashToken, sameHash } from '../auth/token.js';
 import { HttpError } from '../errors.js';
 import type { Store } from '../store/store.js';
@@ -105,15 +106,13 @@ export class Metrics {
   }
 }
 
-const BEARER = /^bearer +(\S+) *$/i; // the scheme is case-insensitive (RFC 9110 §11.1)
-
 /** GET /metrics in Prometheus text format; behind `Authorization: Bearer <METRICS_TOKEN>` when that is set. */
 export function metricsRoute(metrics: Metrics, token: string | null): FastifyPluginAsync {
   const expected = token === null ? null : hashToken(token);
   return async (app) => {
     app.get('/metrics', { schema: { hide: true } }, async (request: FastifyRequest, reply: FastifyReply) => {
       if (expected) {
-        const given = BEARER.exec(request.headers.authorization ?? '')?.[1];
+        const given = bearerCredential(request.headers.authorization);
         if (given === undefined || !sameHash(hashToken(given), expected)) {
           throw new HttpError(401, 'the metrics need the bearer token set in METRICS_TOKEN', {
             'www-authenticate': 'Bearer realm="plant-store-metrics"',
