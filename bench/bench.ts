@@ -4,7 +4,7 @@
 // node:http server answering the same bytes, each pinned to core 0, and drives both with wrk pinned
 // to core 1 (50 connections), alternating A/B, after a warm-up. Any error or non-2xx answer fails the run.
 // Settings: BENCH_DURATION (seconds per run, default 10), BENCH_ROUNDS (default 2),
-// BENCH_DATABASE_URL (PostgreSQL to use; default: a throwaway embedded server), BENCH_SKIP=postgres,scale,workers.
+// BENCH_DATABASE_URL (PostgreSQL to use; default: a throwaway embedded server), BENCH_SKIP=sqlite,postgres,scale,workers.
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -285,7 +285,7 @@ async function suite(engine: string, env: NodeJS.ProcessEnv): Promise<void> {
 try {
   ensureWrk();
   const started = new Date();
-  await suite('SQLite', { DATABASE_URL: `sqlite:${join(dir, 'bench.db')}` });
+  if (!SKIP.has('sqlite')) await suite('SQLite', { DATABASE_URL: `sqlite:${join(dir, 'bench.db')}` });
   if (!SKIP.has('postgres')) {
     let url = process.env.BENCH_DATABASE_URL;
     const throwaway = url ? undefined : await startThrowawayPostgres();

@@ -11,15 +11,14 @@ function list(columns: string[]): string {
 }
 
 export const STATEMENTS = {
-  insert: 'INSERT INTO plants (id, owner, name, tag) VALUES ($1, $2, $3, $4) ON CONFLICT (id) DO NOTHING',
-  byId: `${SELECT_PLANT} WHERE id = $1`,
   listAll: list([]),
   listTag: list(['tag']),
   listOwner: list(['owner']),
   listOwnerTag: list(['owner', 'tag']),
   delete: 'DELETE FROM plants WHERE id = $1',
   deleteOwn: 'DELETE FROM plants WHERE id = $1 AND owner = $2',
-  // One statement for a batch: atomic, and rows with ids already held are skipped, not overwritten.
+  // One statement for a batch (of creates, or of an import): atomic, and rows with ids already held
+  // are skipped, not overwritten.
   insertBatch: `INSERT INTO plants (id, owner, name, tag)
     SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[])
     ON CONFLICT (id) DO NOTHING RETURNING id`,

@@ -65,6 +65,72 @@ export function storeContract(engine: string, open: () => Promise<Store>): void 
       assert.equal((await store.listPlants(page())).length, 1);
     });
 
+    withStore('many concurrent creates: each gets the answer it would get alone', async (store) => {
+      await store.createPlant(plant(1000n, 'zoe', 'old'));
+      const asked = [
+        ...Array.from({ length: 40 }, (_, i) => plant(BigInt(i), 'alice')),
+        plant(500n, 'bob', 'same'),
+        plant(500n, 'bob', 'same'),
+        plant(600n, 'bob', 'first'),
+        plant(600n, 'carol', 'second'),
+        plant(1000n, 'zoe', 'old'),
+        plant(1000n, 'alice', 'new'),
+      ];
+      const results = await Promise.all(asked.map((p) => store.createPlant(p)));
+      for (let i = 0; i < 40; i++) assert.deepEqual(results[i], { created: true });
+      // An identical pair: one stores it, the other is answered with the same plant.
+      const same = results.slice(40, 42);
+      assert.equal(same.filter((r) => r.created).length, 1);
+      assert.deepEqual(
+        same.find((r) => !r.created),
+        { created: false, existing: plant(500n, 'bob', 'same') },
+      );
+      // Two different plants for one id: one wins, the other is answered with the winner.
+      const [a, b] = results.slice(42, 44);
+      assert.equal([a, b].filter((r) => r!.created).length, 1);
+      const winner = a!.created ? asked[42]! : asked[43]!;
+      assert.deepEqual((a!.created ? b : a)!, { created: false, existing: winner });
+      assert.deepEqual(results.slice(44), [
+        { created: false, existing: plant(1000n, 'zoe', 'old') },
+        { created: false, existing: plant(1000n, 'zoe', 'old') },
+      ]);
+      const stored = await store.listPlants(page());
+      assert.deepEqual(
+        stored.map((r) => r.id),
+        [...Array.from({ length: 40 }, (_, i) => BigInt(i)), 500n, 600n, 1000n],
+      );
+      assert.deepEqual(
+        stored.find((r) => r.id === 600n),
+        winner,
+      );
+    });
+
+    withStore(
+      'a read that starts after a create was answered sees it, while many reads of its page run',
+      async (store) => {
+        const reads: Array<Promise<unknown>> = [];
+        for (let i = 1n; i <= 30n; i++) {
+          for (let r = 0; r < 10; r++) reads.push(store.listPlants(page({ owner: 'alice' })));
+          await store.createPlant(plant(i, 'alice'));
+          const after = await store.listPlants(page({ owner: 'alice' }));
+          assert.equal(after.length, Number(i), `the read after create ${i} saw ${after.length} plants`);
+        }
+        await Promise.all(reads);
+      },
+    );
+
+    withStore('a create that is answered is stored, and a delete of it is seen by the next read', async (store) => {
+      const reads: Array<Promise<unknown>> = [];
+      for (let i = 1n; i <= 20n; i++) {
+        reads.push(store.listPlants(page()), store.listPlants(page()));
+        await store.createPlant(plant(i, 'alice'));
+        reads.push(store.listPlants(page()));
+        assert.equal(await store.deletePlant(i, 'alice'), true);
+        assert.deepEqual(await store.listPlants(page()), [], `plant ${i} is still listed after its delete`);
+      }
+      await Promise.all(reads);
+    });
+
     withStore('lists by owner, tag and position, in ascending id order, up to the limit', async (store) => {
       await store.createPlant(plant(5n, 'alice', 'a', 'x'));
       await store.createPlant(plant(-1n, 'bob', 'b', 'x'));

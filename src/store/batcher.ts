@@ -1,0 +1,85 @@
+interface Waiting<I, O> {
+  readonly item: I;
+  readonly resolve: (value: O | PromiseLike<O>) => void;
+  readonly reject: (error: unknown) => void;
+}
+
+/**
+ * Work that waits for a database connection goes in batches. While fewer than `slots` batches run,
+ * an item starts at once, alone: no delay when there is no load. Once every slot is busy, items
+ * wait, and when a slot frees, everything that waited (up to `maxBatch`) runs as one batch.
+ *
+ * Every item of a batch arrived before the batch started, so what the batch reads or writes is at
+ * least as new as each item's arrival: batching never answers from an older snapshot than a
+ * request of its own would have.
+ */
+export class Batcher<I, O> {
+  private waiting: Array<Waiting<I, O>> = [];
+  private running = 0;
+
+  /**
+   * `work` answers one output per item, in order: a value, or a settled promise when items of one
+   * batch may fail apart. If `work` itself fails, every item of the batch fails with it.
+   */
+  constructor(
+    private readonly slots: number,
+    private readonly maxBatch: number,
+    private readonly work: (items: readonly I[]) => Promise<ReadonlyArray<O | PromiseLike<O>>>,
+  ) {}
+
+  submit(item: I): Promise<O> {
+    return new Promise<O>((resolve, reject) => {
+      this.waiting.push({ item, resolve, reject });
+      this.start();
+    });
+  }
+
+  private start(): void {
+    while (this.running < this.slots && this.waiting.length > 0) {
+      const batch = this.waiting.splice(0, this.maxBatch);
+      this.running += 1;
+      void this.work(batch.map((w) => w.item))
+        .then(
+          (outputs) => batch.forEach((w, i) => w.resolve(outputs[i]!)),
+          (error: unknown) => batch.forEach((w) => w.reject(error)),
+        )
+        .finally(() => {
+          this.running -= 1;
+          this.start();
+        });
+    }
+  }
+}
+
+interface Flight<R> {
+  readonly running: Promise<R>;
+  next: Promise<R> | undefined;
+}
+
+/**
+ * Reads of one key share queries: at most one runs per key, and the reads that arrive while it runs
+ * share the next one, started when it ends. A read never joins a query that started before it
+ * arrived, so it sees every write answered before it came. Keys are independent: a slow page holds
+ * up only the reads of that page.
+ */
+export class Coalescer<R> {
+  private readonly flights = new Map<string, Flight<R>>();
+
+  read(key: string, query: () => Promise<R>): Promise<R> {
+    const flight = this.flights.get(key);
+    if (!flight) return this.start(key, query);
+    const again = () => this.start(key, query);
+    flight.next ??= flight.running.then(again, again);
+    return flight.next;
+  }
+
+  private start(key: string, query: () => Promise<R>): Promise<R> {
+    const flight: Flight<R> = { running: query(), next: undefined };
+    this.flights.set(key, flight);
+    const landed = (): void => {
+      if (flight.next === undefined) this.flights.delete(key); // else the next query replaces it
+    };
+    flight.running.then(landed, landed);
+    return flight.running;
+  }
+}

@@ -1,0 +1,153 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { Batcher, Coalescer } from '../../src/store/batcher.js';
+
+/** A batcher whose batches finish only when the test says so. */
+function controlled(slots: number, maxBatch = 100) {
+  const batches: Array<{ items: readonly string[]; finish: (fail?: Error) => void }> = [];
+  const batcher = new Batcher<string, string>(slots, maxBatch, (items) => {
+    return new Promise((resolve, reject) => {
+      batches.push({
+        items,
+        finish: (fail) => (fail ? reject(fail) : resolve(items.map((item) => item.toUpperCase()))),
+      });
+    });
+  });
+  return { batcher, batches };
+}
+
+const turn = () => new Promise((resolve) => setImmediate(resolve));
+
+test('Batcher starts an item at once, alone, while a slot is free', async () => {
+  const { batcher, batches } = controlled(2);
+  const a = batcher.submit('a');
+  const b = batcher.submit('b');
+  assert.deepEqual(
+    batches.map((batch) => batch.items),
+    [['a'], ['b']],
+  );
+  batches[0]!.finish();
+  batches[1]!.finish();
+  assert.deepEqual(await Promise.all([a, b]), ['A', 'B']);
+});
+
+test('Batcher runs what waited for a busy slot as one batch, and nothing that came after it started', async () => {
+  const { batcher, batches } = controlled(1);
+  const first = batcher.submit('a');
+  const waited = ['b', 'c', 'd'].map((item) => batcher.submit(item));
+  assert.equal(batches.length, 1, 'b, c and d wait while the only slot is busy');
+  batches[0]!.finish();
+  await first;
+  await turn();
+  assert.deepEqual(batches[1]!.items, ['b', 'c', 'd']);
+  const late = batcher.submit('e'); // the batch of b, c and d has started: e waits for the next
+  assert.deepEqual(batches[1]!.items, ['b', 'c', 'd']);
+  batches[1]!.finish();
+  assert.deepEqual(await Promise.all(waited), ['B', 'C', 'D']);
+  await turn();
+  assert.deepEqual(batches[2]!.items, ['e']);
+  batches[2]!.finish();
+  assert.equal(await late, 'E');
+});
+
+test('Batcher never puts more than maxBatch items in a batch', async () => {
+  const { batcher, batches } = controlled(1, 2);
+  const all = ['a', 'b', 'c', 'd', 'e'].map((item) => batcher.submit(item));
+  for (let i = 0; i < 3; i++) {
+    batches[i]!.finish();
+    await turn();
+  }
+  assert.deepEqual(
+    batches.map((batch) => batch.items),
+    [['a'], ['b', 'c'], ['d', 'e']],
+  );
+  assert.deepEqual(await Promise.all(all), ['A', 'B', 'C', 'D', 'E']);
+});
+
+test('a failed batch fails each of its items and frees its slot for the next', async () => {
+  const { batcher, batches } = controlled(1);
+  const first = batcher.submit('a');
+  const second = batcher.submit('b');
+  const third = batcher.submit('c');
+  batches[0]!.finish(new Error('connection lost'));
+  await assert.rejects(first, /connection lost/);
+  await turn();
+  batches[1]!.finish(new Error('still lost'));
+  await assert.rejects(second, /still lost/);
+  await assert.rejects(third, /still lost/);
+  const fourth = batcher.submit('d');
+  batches[2]!.finish();
+  assert.equal(await fourth, 'D');
+});
+
+test('an item answered with a rejected promise fails alone; the rest of its batch succeeds', async () => {
+  const batcher = new Batcher<number, number>(1, 10, (items) =>
+    Promise.resolve(items.map((n) => (n < 0 ? Promise.reject(new Error(`bad ${n}`)) : n * 2))),
+  );
+  const results = await Promise.allSettled([1, -1, 3].map((n) => batcher.submit(n)));
+  assert.deepEqual(
+    results.map((r) => (r.status === 'fulfilled' ? r.value : (r.reason as Error).message)),
+    [2, 'bad -1', 6],
+  );
+});
+
+/** Queries that end only when the test says so; each answers its own number. */
+function queries() {
+  const started: Array<{ key: string; end: (fail?: Error) => void }> = [];
+  const query = (key: string) => () =>
+    new Promise<string>((resolve, reject) => {
+      const n = started.length + 1;
+      started.push({ key, end: (fail) => (fail ? reject(fail) : resolve(`${key}#${n}`)) });
+    });
+  return { started, query };
+}
+
+test('Coalescer: reads that arrive while a query runs share the next query, started when it ends', async () => {
+  const reads = new Coalescer<string>();
+  const { started, query } = queries();
+  const first = reads.read('p', query('p'));
+  const during = [reads.read('p', query('p')), reads.read('p', query('p'))];
+  assert.equal(started.length, 1, 'no second query while the first runs');
+  started[0]!.end();
+  assert.equal(await first, 'p#1');
+  await turn();
+  assert.equal(started.length, 2, 'the reads that came during the first query get a query of their own');
+  const late = reads.read('p', query('p')); // arrives while the second runs: waits for a third
+  started[1]!.end();
+  assert.deepEqual(await Promise.all(during), ['p#2', 'p#2']);
+  await turn();
+  started[2]!.end();
+  assert.equal(await late, 'p#3');
+  assert.equal(started.length, 3);
+  const fresh = reads.read('p', query('p')); // nothing runs now: it starts at once
+  assert.equal(started.length, 4);
+  started[3]!.end();
+  assert.equal(await fresh, 'p#4');
+});
+
+test('Coalescer: keys do not wait for each other', async () => {
+  const reads = new Coalescer<string>();
+  const { started, query } = queries();
+  const a = reads.read('a', query('a'));
+  const b = reads.read('b', query('b'));
+  assert.deepEqual(
+    started.map((q) => q.key),
+    ['a', 'b'],
+  );
+  started[1]!.end();
+  assert.equal(await b, 'b#2');
+  started[0]!.end();
+  assert.equal(await a, 'a#1');
+});
+
+test('Coalescer: a failed query fails only the reads that shared it; the next query still runs', async () => {
+  const reads = new Coalescer<string>();
+  const { started, query } = queries();
+  const first = reads.read('p', query('p'));
+  const second = reads.read('p', query('p'));
+  started[0]!.end(new Error('connection lost'));
+  await assert.rejects(first, /connection lost/);
+  await turn();
+  started[1]!.end();
+  assert.equal(await second, 'p#2');
+});
