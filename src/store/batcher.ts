@@ -51,6 +51,38 @@ export class Batcher<I, O> {
   }
 }
 
+/**
+ * Items submitted during one turn of the event loop are handled together when it ends
+ * (setImmediate): SQLite's group commit of writes, and its reads, which then share one check of
+ * the database's version and go out as one burst of responses. An item is handled after it
+ * arrived, never before, so it sees every write answered before it came.
+ */
+export class TurnBatch<I, O> {
+  private waiting: Array<Waiting<I, O>> = [];
+
+  /** `work` answers as `Batcher`'s does; it runs synchronously, once per turn. */
+  constructor(private readonly work: (items: readonly I[]) => ReadonlyArray<O | PromiseLike<O>>) {}
+
+  submit(item: I): Promise<O> {
+    return new Promise<O>((resolve, reject) => {
+      if (this.waiting.push({ item, resolve, reject }) === 1) setImmediate(() => this.flush());
+    });
+  }
+
+  private flush(): void {
+    const batch = this.waiting;
+    this.waiting = [];
+    let outputs: ReadonlyArray<O | PromiseLike<O>>;
+    try {
+      outputs = this.work(batch.map((w) => w.item));
+    } catch (error) {
+      for (const w of batch) w.reject(error);
+      return;
+    }
+    batch.forEach((w, i) => w.resolve(outputs[i]!));
+  }
+}
+
 interface Flight<R> {
   readonly running: Promise<R>;
   next: Promise<R> | undefined;

@@ -1,12 +1,7 @@
 import type Database from 'better-sqlite3';
+import { TurnBatch } from './batcher.js';
 
 type Outcome = { ok: true; value: unknown } | { ok: false; error: unknown };
-
-interface Pending {
-  readonly run: () => unknown;
-  readonly resolve: (value: unknown) => void;
-  readonly reject: (error: unknown) => void;
-}
 
 /**
  * Group commit: the writes that arrive in one turn of the event loop run in one transaction, so
@@ -15,45 +10,27 @@ interface Pending {
  * alone. Under no load a batch is a single write, committed on the next turn (setImmediate).
  */
 export class GroupCommit {
-  private queue: Pending[] = [];
-  private scheduled = false;
-  private readonly transaction: Database.Transaction<(batch: Pending[]) => Outcome[]>;
+  private readonly batch: TurnBatch<() => unknown, unknown>;
 
   constructor(db: Database.Database) {
     const savepoint = db.transaction((run: () => unknown) => run());
-    this.transaction = db.transaction((batch: Pending[]) =>
-      batch.map((item): Outcome => {
+    const transaction = db.transaction((writes: ReadonlyArray<() => unknown>) =>
+      writes.map((write): Outcome => {
         try {
-          return { ok: true, value: savepoint(item.run) };
+          return { ok: true, value: savepoint(write) };
         } catch (error) {
-          return { ok: false, error };
+          return { ok: false, error }; // this write alone fails
         }
       }),
+    );
+    // IMMEDIATE: take the write lock up front (other processes wait up to busy_timeout). If the
+    // commit itself fails, nothing was stored and every write of the batch fails.
+    this.batch = new TurnBatch((writes) =>
+      transaction.immediate(writes).map((o) => (o.ok ? o.value : Promise.reject(o.error as Error))),
     );
   }
 
   run<T>(write: () => T): Promise<T> {
-    return new Promise<T>((resolve, reject) => {
-      this.queue.push({ run: write, resolve: resolve as (value: unknown) => void, reject });
-      if (!this.scheduled) {
-        this.scheduled = true;
-        setImmediate(() => this.flush());
-      }
-    });
-  }
-
-  private flush(): void {
-    this.scheduled = false;
-    const batch = this.queue;
-    this.queue = [];
-    let outcomes: Outcome[];
-    try {
-      // IMMEDIATE: take the write lock up front (other processes wait up to busy_timeout).
-      outcomes = this.transaction.immediate(batch);
-    } catch (error) {
-      for (const item of batch) item.reject(error); // the commit itself failed: nothing was stored
-      return;
-    }
-    outcomes.forEach((outcome, i) => (outcome.ok ? batch[i]!.resolve(outcome.value) : batch[i]!.reject(outcome.error)));
+    return this.batch.submit(write) as Promise<T>;
   }
 }

@@ -1,6 +1,7 @@
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
+import { TurnBatch } from './batcher.js';
 import { GroupCommit } from './group-commit.js';
 import { sqliteMigrations } from './migrations/sqlite.js';
 import { PageCache } from './page-cache.js';
@@ -61,6 +62,8 @@ export class SqliteStore implements Store {
   private statements: ReturnType<SqliteStore['prepare']> | undefined;
 
   private readonly writes: GroupCommit;
+  /** The reads of one turn: one check of data_version for all of them, then one lookup each. */
+  private readonly reads = new TurnBatch<PlantPage, readonly PlantRecord[]>((pages) => this.readPages(pages));
   /** At most this many cached rows: a few megabytes. */
   private readonly pages = new PageCache<PlantRow>(50_000);
 
@@ -127,12 +130,20 @@ export class SqliteStore implements Store {
     });
   }
 
-  listPlants({ owner, tag, fromId, limit }: PlantPage): Promise<readonly PlantRecord[]> {
+  listPlants(page: PlantPage): Promise<readonly PlantRecord[]> {
+    return this.reads.submit(page);
+  }
+
+  private readPages(pages: readonly PlantPage[]): Array<readonly PlantRecord[]> {
+    this.pages.check(this.sql.dataVersion.get()); // another connection committed: every page may be stale
+    return pages.map((page) => this.readPage(page));
+  }
+
+  private readPage({ owner, tag, fromId, limit }: PlantPage): readonly PlantRecord[] {
     const s = this.sql;
-    this.pages.check(s.dataVersion.get()); // another connection committed: every page may be stale
     const key = tag === null ? `${fromId}:${limit}` : `${fromId}:${limit}:${tag}`;
     const cached = this.pages.get(owner, key);
-    if (cached) return Promise.resolve(cached);
+    if (cached) return cached;
     const rows = (
       owner === null
         ? tag === null
@@ -143,7 +154,7 @@ export class SqliteStore implements Store {
           : s.listOwnerTag.all(owner, tag, fromId, limit)
     ) as PlantRow[];
     this.pages.set(owner, key, rows);
-    return Promise.resolve(rows);
+    return rows;
   }
 
   insertBatch(plants: readonly PlantRecord[]): Promise<BatchResult> {

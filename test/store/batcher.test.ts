@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { Batcher, Coalescer } from '../../src/store/batcher.js';
+import { Batcher, Coalescer, TurnBatch } from '../../src/store/batcher.js';
 
 /** A batcher whose batches finish only when the test says so. */
 function controlled(slots: number, maxBatch = 100) {
@@ -150,4 +150,30 @@ test('Coalescer: a failed query fails only the reads that shared it; the next qu
   await turn();
   started[1]!.end();
   assert.equal(await second, 'p#2');
+});
+
+test('TurnBatch handles what arrived in one turn together, after the turn, and what came later in the next', async () => {
+  const batches: Array<readonly number[]> = [];
+  const batch = new TurnBatch<number, number>((items) => {
+    batches.push(items);
+    return items.map((n) => n * 10);
+  });
+  const first = [1, 2, 3].map((n) => batch.submit(n));
+  assert.deepEqual(batches, [], 'nothing runs before the turn ends');
+  assert.deepEqual(await Promise.all(first), [10, 20, 30]);
+  const second = batch.submit(4);
+  assert.equal(await second, 40);
+  assert.deepEqual(batches, [[1, 2, 3], [4]]);
+});
+
+test('TurnBatch: work that throws fails every item of its turn, and the next turn runs', async () => {
+  let fail = true;
+  const batch = new TurnBatch<number, number>((items) => {
+    if (fail) throw new Error('database is locked');
+    return items;
+  });
+  const doomed = [batch.submit(1), batch.submit(2)];
+  for (const item of doomed) await assert.rejects(item, /database is locked/);
+  fail = false;
+  assert.equal(await batch.submit(3), 3);
 });
