@@ -5,12 +5,13 @@
 // to core 1 (50 connections), alternating A/B, after a warm-up. Any error or non-2xx answer fails the run.
 // Settings: BENCH_DURATION (seconds per run, default 10), BENCH_ROUNDS (default 2),
 // BENCH_DATABASE_URL (PostgreSQL to use; default: a throwaway embedded server), BENCH_SKIP=sqlite,postgres,scale,workers.
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { type ChildProcess, execFile, execFileSync, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import { startThrowawayPostgres } from '../test/support/postgres.js';
 
 const BIN = fileURLToPath(new URL('../bin/plant-store.js', import.meta.url));
@@ -116,10 +117,16 @@ function script(kind: 'get' | 'post' | 'delete' | 'mix', token: string, base: bi
   return file;
 }
 
-function wrk(url: string, lua: string, seconds = DURATION): Result {
-  const out = execFileSync('taskset', ['-c', '1', 'wrk', '-t1', '-c50', `-d${seconds}s`, '--latency', '-s', lua, url], {
-    encoding: 'utf8',
-  });
+/**
+ * Asynchronous, so that the harness keeps reading the servers' logs during the run: a pipe left
+ * unread fills, and the server would then hold every log line in memory (and be measured so).
+ */
+async function wrk(url: string, lua: string, seconds = DURATION): Promise<Result> {
+  const { stdout: out } = await promisify(execFile)(
+    'taskset',
+    ['-c', '1', 'wrk', '-t1', '-c50', `-d${seconds}s`, '--latency', '-s', lua, url],
+    { encoding: 'utf8' },
+  );
   const non2xx = /Non-2xx or 3xx responses: (\d+)/.exec(out);
   const socket = /Socket errors: (.*)/.exec(out);
   if (non2xx || socket) throw new Error(`errors during the run against ${url} (${lua}):\n${out}`);
@@ -226,7 +233,7 @@ async function suite(engine: string, env: NodeJS.ProcessEnv): Promise<void> {
   const bare = await start([BARE], { BARE_BODIES: JSON.stringify(bodies), PORT: '0' }, '0', /listening (\d+)/);
   // Steady state is what is measured: both servers first answer a few seconds of load unrecorded
   // (the JIT compiles the hot path; the first requests of a process pay for it).
-  for (const server of [bare, service]) wrk(`${server.url}/plants?limit=10`, script('get', token, 0n), WARM_UP);
+  for (const server of [bare, service]) await wrk(`${server.url}/plants?limit=10`, script('get', token, 0n), WARM_UP);
 
   let run = 0n;
   const scenarios: Array<[string, (url: string) => string]> = [
@@ -248,7 +255,7 @@ async function suite(engine: string, env: NodeJS.ProcessEnv): Promise<void> {
       ] as const) {
         run += 1n;
         const base = kind === 'delete' ? deleteBase : 2_000_000_000_000_000n + run * 1_000_000_000n;
-        const result = wrk(target(server.url), script(kind, token, base));
+        const result = await wrk(target(server.url), script(kind, token, base));
         if (kind === 'delete' && which === 'service') deleteBase += BigInt(result.requests) + 100n;
         results[which].push(result);
       }
@@ -257,13 +264,13 @@ async function suite(engine: string, env: NodeJS.ProcessEnv): Promise<void> {
   }
 
   if (!SKIP.has('scale')) {
-    const before = wrk(`${service.url}/plants?limit=10`, script('get', token, 0n));
+    const before = await wrk(`${service.url}/plants?limit=10`, script('get', token, 0n));
     row(engine, 'GET limit=10 with 1,000 plants of others', before);
     await service.stop();
     seedOthers(env, 1000, 1_000_000);
     service = await startService(env);
-    wrk(`${service.url}/plants?limit=10`, script('get', token, 0n), WARM_UP); // warm-up after the restart
-    const after = wrk(`${service.url}/plants?limit=10`, script('get', token, 0n));
+    await wrk(`${service.url}/plants?limit=10`, script('get', token, 0n), WARM_UP); // warm-up after the restart
+    const after = await wrk(`${service.url}/plants?limit=10`, script('get', token, 0n));
     row(engine, 'GET limit=10 with 1,000,000 plants of others', after);
     rows.push(
       `| ${engine} | resident memory after the 1M run | ${rss(service.child.pid!).toFixed(0)} MB | | | | | | |`,
@@ -275,8 +282,8 @@ async function suite(engine: string, env: NodeJS.ProcessEnv): Promise<void> {
   if (!SKIP.has('workers')) {
     const workers = await startService(env, '0,1', ['--workers', '2']);
     await new Promise((resolve) => setTimeout(resolve, 1500)); // both workers listening
-    wrk(`${workers.url}/plants?limit=10`, script('get', token, 0n), WARM_UP);
-    const result = wrk(`${workers.url}/plants?limit=10`, script('get', token, 0n));
+    await wrk(`${workers.url}/plants?limit=10`, script('get', token, 0n), WARM_UP);
+    const result = await wrk(`${workers.url}/plants?limit=10`, script('get', token, 0n));
     row(engine, 'GET limit=10, --workers 2 (unpinned; wrk shares the cores)', result);
     await workers.stop();
   }

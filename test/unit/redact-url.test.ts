@@ -31,3 +31,14 @@ test('a URL full of JWT-like starts is still redacted correctly (the patterns ar
   assert.equal(redactUrl(url), `${url.slice(0, 2048)}…(${url.length} characters)`);
   assert.equal(redactUrl(`/nope?x=${'eyJ'.repeat(3)}.a.b`), '/nope?x=[redacted]');
 });
+
+test('every credential-named query parameter is redacted, in any case, first or later', () => {
+  const names = ['access_token', 'token', 'jwt', 'apikey', 'api_key', 'key', 'authorization', 'secret', 'password'];
+  for (const name of names) {
+    for (const written of [name, name.toUpperCase()]) {
+      assert.equal(redactUrl(`/plants?${written}=x1`), `/plants?${written}=[redacted]`, written);
+      assert.equal(redactUrl(`/plants?limit=5&${written}=x1`), `/plants?limit=5&${written}=[redacted]`, written);
+    }
+  }
+  assert.equal(redactUrl('/plants?tag=PST_abc'), '/plants?tag=[redacted]');
+});
