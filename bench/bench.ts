@@ -7,7 +7,7 @@
 // BENCH_DATABASE_URL (PostgreSQL to use; default: a throwaway embedded server), BENCH_SKIP=sqlite,postgres,scale,workers.
 import { type ChildProcess, execFile, execFileSync, spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -54,26 +54,28 @@ function ensureWrk(): void {
 }
 
 async function start(command: string[], env: NodeJS.ProcessEnv, cores: string, ready: RegExp): Promise<Server> {
+  // The server logs to a file, as it would in production; a pipe that the harness had to drain
+  // would put the harness's reading on the measured cores, and one left unread would fill and
+  // make the server hold every log line in memory.
+  const log = join(dir, `server-${children.size}-${Date.now()}.log`);
+  const fd = openSync(log, 'w');
   const child = spawn('taskset', ['-c', cores, process.execPath, ...command], {
     env: { ...process.env, ...env },
-    stdio: ['ignore', 'pipe', 'inherit'],
+    stdio: ['ignore', fd, 'inherit'],
   });
+  closeSync(fd);
   children.add(child);
   child.once('exit', () => children.delete(child));
-  let out = '';
-  const url = await new Promise<string>((resolve, reject) => {
-    const onData = (chunk: Buffer): void => {
-      out += chunk.toString();
-      const m = ready.exec(out);
-      if (!m) return;
-      // From here on the server's log is read and dropped: keeping it would cost the harness CPU.
-      child.stdout.off('data', onData);
-      child.stdout.resume();
-      resolve(`http://127.0.0.1:${m[1]}`);
-    };
-    child.stdout.on('data', onData);
-    child.once('exit', (code) => reject(new Error(`${command.join(' ')} exited with ${code}: ${out}`)));
-  });
+  let exited: number | null | undefined;
+  child.once('exit', (code) => (exited = code));
+  let url: string | undefined;
+  while (url === undefined) {
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    const out = readFileSync(log, 'utf8');
+    const m = ready.exec(out);
+    if (m) url = `http://127.0.0.1:${m[1]}`;
+    else if (exited !== undefined) throw new Error(`${command.join(' ')} exited with ${exited}: ${out}`);
+  }
   return {
     url,
     child,
@@ -82,6 +84,7 @@ async function start(command: string[], env: NodeJS.ProcessEnv, cores: string, r
       const exited = once(child, 'exit');
       child.kill('SIGTERM');
       await exited;
+      rmSync(log, { force: true }); // a few hundred megabytes after a long run
     },
   };
 }
@@ -117,10 +120,6 @@ function script(kind: 'get' | 'post' | 'delete' | 'mix', token: string, base: bi
   return file;
 }
 
-/**
- * Asynchronous, so that the harness keeps reading the servers' logs during the run: a pipe left
- * unread fills, and the server would then hold every log line in memory (and be measured so).
- */
 async function wrk(url: string, lua: string, seconds = DURATION): Promise<Result> {
   const { stdout: out } = await promisify(execFile)(
     'taskset',
