@@ -1,3 +1,7 @@
+/** A rejected promise for whatever was thrown (an Error, as the lint and every handler expect). */
+export const failed = (error: unknown): Promise<never> =>
+  Promise.reject(error instanceof Error ? error : new Error(String(error)));
+
 interface Waiting<I, O> {
   readonly item: I;
   readonly resolve: (value: O | PromiseLike<O>) => void;
@@ -14,31 +18,53 @@ interface Waiting<I, O> {
  * request of its own would have.
  */
 export class Batcher<I, O> {
-  private waiting: Array<Waiting<I, O>> = [];
+  /** With performance.now() at arrival. */
+  private waiting: Array<Waiting<I, O> & { readonly since: number }> = [];
   private running = 0;
+  private timer: NodeJS.Timeout | undefined;
 
   /**
    * `work` answers one output per item, in order: a value, or a settled promise when items of one
    * batch may fail apart. If `work` itself fails, every item of the batch fails with it.
+   * An item that waited `maxWaitMs` for a slot fails with `tooLate()` instead of waiting on: when
+   * the database stops answering, the queue fails fast rather than growing.
    */
   constructor(
     private readonly slots: number,
     private readonly maxBatch: number,
     private readonly work: (items: readonly I[]) => Promise<ReadonlyArray<O | PromiseLike<O>>>,
+    private readonly maxWaitMs: number,
+    private readonly tooLate: () => Error,
   ) {}
 
   submit(item: I): Promise<O> {
     return new Promise<O>((resolve, reject) => {
-      this.waiting.push({ item, resolve, reject });
+      this.waiting.push({ item, since: performance.now(), resolve, reject });
       this.start();
     });
   }
 
   private start(): void {
+    const now = performance.now();
+    while (this.waiting.length > 0 && now - this.waiting[0]!.since >= this.maxWaitMs) {
+      this.waiting.shift()!.reject(this.tooLate());
+    }
+    if (this.running >= this.slots && this.waiting.length > 0) {
+      this.timer ??= setTimeout(() => {
+        this.timer = undefined;
+        this.start();
+      }, this.maxWaitMs);
+    }
     while (this.running < this.slots && this.waiting.length > 0) {
       const batch = this.waiting.splice(0, this.maxBatch);
       this.running += 1;
-      void this.work(batch.map((w) => w.item))
+      let done: Promise<ReadonlyArray<O | PromiseLike<O>>>;
+      try {
+        done = this.work(batch.map((w) => w.item));
+      } catch (error) {
+        done = failed(error);
+      }
+      void done
         .then(
           (outputs) => batch.forEach((w, i) => w.resolve(outputs[i]!)),
           (error: unknown) => batch.forEach((w) => w.reject(error)),
@@ -106,7 +132,13 @@ export class Coalescer<R> {
   }
 
   private start(key: string, query: () => Promise<R>): Promise<R> {
-    const flight: Flight<R> = { running: query(), next: undefined };
+    let running: Promise<R>;
+    try {
+      running = query();
+    } catch (error) {
+      running = failed(error);
+    }
+    const flight: Flight<R> = { running, next: undefined };
     this.flights.set(key, flight);
     const landed = (): void => {
       if (flight.next === undefined) this.flights.delete(key); // else the next query replaces it

@@ -1,5 +1,5 @@
 import type Database from 'better-sqlite3';
-import { TurnBatch } from './batcher.js';
+import { TurnBatch, failed } from './batcher.js';
 
 type Outcome = { ok: true; value: unknown } | { ok: false; error: unknown };
 
@@ -26,7 +26,7 @@ export class GroupCommit {
     // IMMEDIATE: take the write lock up front (other processes wait up to busy_timeout). If the
     // commit itself fails, nothing was stored and every write of the batch fails.
     this.batch = new TurnBatch((writes) =>
-      transaction.immediate(writes).map((o) => (o.ok ? o.value : Promise.reject(o.error as Error))),
+      transaction.immediate(writes).map((o) => (o.ok ? o.value : failed(o.error))),
     );
   }
 

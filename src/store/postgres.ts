@@ -1,5 +1,5 @@
 import pg from 'pg';
-import { Batcher, Coalescer } from './batcher.js';
+import { Batcher, Coalescer, failed } from './batcher.js';
 import { classifyPostgresError } from './postgres-errors.js';
 import { STATEMENTS } from './postgres-statements.js';
 import { postgresMigrations } from './migrations/postgres.js';
@@ -9,6 +9,7 @@ import {
   type PlantPage,
   type PlantRecord,
   type Store,
+  StoreUnavailableError,
   type TokenRecord,
   samePlant,
 } from './store.js';
@@ -53,6 +54,9 @@ const toToken = (row: TokenRow): TokenRecord => ({
 // Serialises migrations of every instance that starts at once (an arbitrary, fixed lock key).
 const MIGRATION_LOCK = 7_316_001;
 
+/** How long a query may wait for a connection before the request fails (503, retryable). */
+const CONNECT_TIMEOUT_MS = 3000;
+
 export interface PostgresOptions {
   /** Connections per process. */
   readonly poolSize?: number;
@@ -69,7 +73,7 @@ export function createPool(url: string, options: PostgresOptions = {}): pg.Pool 
     connectionString: url,
     max: options.poolSize ?? 10,
     // Fail fast when the server is unreachable, so callers get a 503 instead of a hang.
-    connectionTimeoutMillis: 3000,
+    connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
     query_timeout: 15_000,
     idleTimeoutMillis: 30_000,
   });
@@ -86,6 +90,22 @@ const MAX_BATCH = 500;
  */
 const WRITE_SLOTS = 2;
 
+/**
+ * Plants in id order. Two INSERTs that share ids (two instances' batches, an import) then meet
+ * them in the same order: one waits for the other instead of each holding a row the other needs
+ * (a deadlock, which PostgreSQL breaks after a second by failing one of them).
+ */
+const inIdOrder = (plants: PlantRecord[]): PlantRecord[] =>
+  plants.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+
+/** The insertBatch statement's parameters: one array per column. */
+const columns = (plants: readonly PlantRecord[]): unknown[] => [
+  plants.map((p) => p.id),
+  plants.map((p) => p.owner),
+  plants.map((p) => p.name),
+  plants.map((p) => p.tag),
+];
+
 const pageKey = ({ owner, tag, fromId, limit }: PlantPage): string =>
   JSON.stringify([owner, tag, String(fromId), limit]);
 
@@ -97,7 +117,13 @@ export class PostgresStore implements Store {
   private readonly creates: Batcher<PlantRecord, CreateResult>;
 
   constructor(private readonly pool: pg.Pool) {
-    this.creates = new Batcher(WRITE_SLOTS, MAX_BATCH, (plants) => this.insertPlants(plants));
+    this.creates = new Batcher(
+      WRITE_SLOTS,
+      MAX_BATCH,
+      (plants) => this.insertPlants(plants),
+      CONNECT_TIMEOUT_MS, // as long as a query may wait for a connection of the pool
+      () => new StoreUnavailableError('the database is not keeping up: a create waited too long for it'),
+    );
   }
 
   /** One named, prepared statement: parsed once per connection. */
@@ -139,36 +165,40 @@ export class PostgresStore implements Store {
   /**
    * One autocommitted INSERT for a batch of creates, then one read of the plants that held the ids
    * it skipped. Only the first plant of each id is offered; the others are answered against it.
+   * Each create is answered on its own: one stored by the INSERT gets its answer even if the read
+   * after it fails.
    */
-  private async insertPlants(plants: readonly PlantRecord[]): Promise<CreateResult[]> {
-    const results: CreateResult[] = [];
+  private async insertPlants(plants: readonly PlantRecord[]): Promise<Array<CreateResult | Promise<CreateResult>>> {
+    const results: Array<CreateResult | Promise<CreateResult>> = [];
     let pending = plants.map((_, i) => i);
-    while (pending.length > 0) {
-      const offered = new Map<bigint, PlantRecord>();
-      for (const i of pending) if (!offered.has(plants[i]!.id)) offered.set(plants[i]!.id, plants[i]!);
-      const batch = [...offered.values()];
-      const inserted = await this.run<{ id: string }>('insertBatch', [
-        batch.map((p) => p.id),
-        batch.map((p) => p.owner),
-        batch.map((p) => p.name),
-        batch.map((p) => p.tag),
-      ]);
-      const stored = new Set(inserted.rows.map((row) => BigInt(row.id)));
-      const skipped = batch.filter((p) => !stored.has(p.id)).map((p) => p.id);
-      const holders = new Map<bigint, PlantRecord>();
-      if (skipped.length > 0) {
-        for (const row of (await this.run<PlantRow>('byIds', [skipped])).rows)
-          holders.set(BigInt(row.id), toPlant(row));
+    try {
+      while (pending.length > 0) {
+        const offered = new Map<bigint, PlantRecord>();
+        for (const i of pending) if (!offered.has(plants[i]!.id)) offered.set(plants[i]!.id, plants[i]!);
+        const batch = inIdOrder([...offered.values()]);
+        const stored = new Set(
+          (await this.run<{ id: string }>('insertBatch', columns(batch))).rows.map((row) => BigInt(row.id)),
+        );
+        const skipped: number[] = [];
+        for (const i of pending) {
+          const winner = offered.get(plants[i]!.id)!;
+          if (!stored.has(winner.id)) skipped.push(i);
+          else results[i] = winner === plants[i] ? { created: true } : { created: false, existing: winner };
+        }
+        pending = [];
+        if (skipped.length === 0) break;
+        const holders = new Map<bigint, PlantRecord>();
+        const held = batch.filter((p) => !stored.has(p.id)).map((p) => p.id);
+        for (const row of (await this.run<PlantRow>('byIds', [held])).rows) holders.set(BigInt(row.id), toPlant(row));
+        for (const i of skipped) {
+          const holder = holders.get(plants[i]!.id);
+          if (holder === undefined)
+            pending.push(i); // the holder was deleted in between: insert again
+          else results[i] = { created: false, existing: holder };
+        }
       }
-      const again: number[] = [];
-      for (const i of pending) {
-        const plant = plants[i]!;
-        const holder = stored.has(plant.id) ? offered.get(plant.id) : holders.get(plant.id);
-        if (holder === undefined)
-          again.push(i); // the holder was deleted in between: insert again
-        else results[i] = holder === plant ? { created: true } : { created: false, existing: holder };
-      }
-      pending = again;
+    } catch (error) {
+      for (let i = 0; i < plants.length; i++) results[i] ??= failed(error);
     }
     return results;
   }
@@ -194,18 +224,12 @@ export class PostgresStore implements Store {
     // Only the first plant of each id is offered; every other is compared with the id's holder.
     const first = new Map<string, PlantRecord>();
     for (const plant of plants) if (!first.has(String(plant.id))) first.set(String(plant.id), plant);
-    const offered = [...first.values()];
-    const columns = [
-      offered.map((p) => p.id),
-      offered.map((p) => p.owner),
-      offered.map((p) => p.name),
-      offered.map((p) => p.tag),
-    ];
+    const offered = inIdOrder([...first.values()]);
     const { insertedIds, holders } = await this.transaction(async (client) => {
       const inserted = await client.query<{ id: string }>({
         name: 'insertBatch',
         text: STATEMENTS.insertBatch,
-        values: columns,
+        values: columns(offered),
       });
       const ids = new Set(inserted.rows.map((r) => r.id));
       const found = new Map<string, PlantRecord>();

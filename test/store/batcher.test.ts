@@ -3,16 +3,22 @@ import { test } from 'node:test';
 import { Batcher, Coalescer, TurnBatch } from '../../src/store/batcher.js';
 
 /** A batcher whose batches finish only when the test says so. */
-function controlled(slots: number, maxBatch = 100) {
+function controlled(slots: number, maxBatch = 100, maxWaitMs = 60_000) {
   const batches: Array<{ items: readonly string[]; finish: (fail?: Error) => void }> = [];
-  const batcher = new Batcher<string, string>(slots, maxBatch, (items) => {
-    return new Promise((resolve, reject) => {
-      batches.push({
-        items,
-        finish: (fail) => (fail ? reject(fail) : resolve(items.map((item) => item.toUpperCase()))),
+  const batcher = new Batcher<string, string>(
+    slots,
+    maxBatch,
+    (items) => {
+      return new Promise((resolve, reject) => {
+        batches.push({
+          items,
+          finish: (fail) => (fail ? reject(fail) : resolve(items.map((item) => item.toUpperCase()))),
+        });
       });
-    });
-  });
+    },
+    maxWaitMs,
+    () => new Error('waited too long'),
+  );
   return { batcher, batches };
 }
 
@@ -41,7 +47,6 @@ test('Batcher runs what waited for a busy slot as one batch, and nothing that ca
   await turn();
   assert.deepEqual(batches[1]!.items, ['b', 'c', 'd']);
   const late = batcher.submit('e'); // the batch of b, c and d has started: e waits for the next
-  assert.deepEqual(batches[1]!.items, ['b', 'c', 'd']);
   batches[1]!.finish();
   assert.deepEqual(await Promise.all(waited), ['B', 'C', 'D']);
   await turn();
@@ -80,9 +85,27 @@ test('a failed batch fails each of its items and frees its slot for the next', a
   assert.equal(await fourth, 'D');
 });
 
+test('an item that waits too long for a slot fails, and the batcher goes on once the slot frees', async () => {
+  const { batcher, batches } = controlled(1, 100, 30);
+  const stuck = batcher.submit('a'); // its work never ends (a database that stopped answering)
+  const waiting = [batcher.submit('b'), batcher.submit('c')];
+  for (const item of waiting) await assert.rejects(item, /waited too long/);
+  assert.equal(batches.length, 1, 'nothing that timed out was run');
+  batches[0]!.finish();
+  assert.equal(await stuck, 'A');
+  const next = batcher.submit('d');
+  await turn();
+  batches[1]!.finish();
+  assert.equal(await next, 'D');
+});
+
 test('an item answered with a rejected promise fails alone; the rest of its batch succeeds', async () => {
-  const batcher = new Batcher<number, number>(1, 10, (items) =>
-    Promise.resolve(items.map((n) => (n < 0 ? Promise.reject(new Error(`bad ${n}`)) : n * 2))),
+  const batcher = new Batcher<number, number>(
+    1,
+    10,
+    (items) => Promise.resolve(items.map((n) => (n < 0 ? Promise.reject(new Error(`bad ${n}`)) : n * 2))),
+    60_000,
+    () => new Error('waited too long'),
   );
   const results = await Promise.allSettled([1, -1, 3].map((n) => batcher.submit(n)));
   assert.deepEqual(
