@@ -87,6 +87,7 @@ export class SqliteStore implements Store {
       delete: plants('DELETE FROM plants WHERE id = ?'),
       deleteOwn: plants('DELETE FROM plants WHERE id = ? AND owner = ?'),
       dataVersion: db.prepare('PRAGMA data_version').pluck(),
+      count: db.prepare('SELECT count(*) FROM plants').pluck(),
       tokenInsert: db.prepare(
         'INSERT INTO api_tokens (id, secret_hash, subject, scopes, created_at, expires_at, revoked_at) VALUES (?, ?, ?, ?, ?, ?, ?)',
       ),
@@ -212,7 +213,7 @@ export class SqliteStore implements Store {
   }
 
   countPlants(): Promise<number> {
-    return Promise.resolve(this.db.prepare('SELECT count(*) FROM plants').pluck().get() as number);
+    return Promise.resolve(this.sql.count.get() as number);
   }
 
   isReady(): Promise<boolean> {
