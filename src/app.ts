@@ -11,6 +11,7 @@ import { HttpError, errorHandler } from './errors.js';
 import { clientErrorHandler } from './http/client-error.js';
 import { frameworkErrors, installProtocol, queryEncodingHook, requestId } from './http/protocol.js';
 import { registerJsonBody } from './http/json-body.js';
+import { type LogSink, stdoutLogStream } from './http/log-stream.js';
 import { RequestLog } from './http/request-log.js';
 import { buildOpenApi } from './http/openapi.js';
 import { createValidatorCompiler } from './http/validation.js';
@@ -27,6 +28,8 @@ export interface AppDeps {
   readonly clock?: () => number;
   /** Shared rate-limit counters (REDIS_URL); without it each process counts alone. */
   readonly redis?: Redis | undefined;
+  /** Where the log lines go; stdout, a turn's lines in one write, unless a test collects them. */
+  readonly logStream?: LogSink;
 }
 
 class OverloadedError extends HttpError {
@@ -36,10 +39,20 @@ class OverloadedError extends HttpError {
 }
 
 /** The one constructor of the HTTP app: used by the server, every test and the OpenAPI export. It never listens. */
-export async function buildApp({ config, store, clock = Date.now, redis }: AppDeps): Promise<FastifyInstance> {
+export async function buildApp({
+  config,
+  store,
+  clock = Date.now,
+  redis,
+  logStream = stdoutLogStream(),
+}: AppDeps): Promise<FastifyInstance> {
   const metrics = new Metrics(store);
   const app = Fastify({
-    logger: { level: config.logLevel, redact: { paths: ['req.headers.authorization'], censor: '[redacted]' } },
+    logger: {
+      stream: logStream,
+      level: config.logLevel,
+      redact: { paths: ['req.headers.authorization'], censor: '[redacted]' },
+    },
     bodyLimit: config.bodyLimit,
     genReqId: requestId,
     logController: new RequestLog((...request) => metrics.observe(...request)),

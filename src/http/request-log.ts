@@ -1,4 +1,5 @@
 import { type FastifyReply, type FastifyRequest, LogController } from 'fastify';
+import pino, { type Logger } from 'pino';
 
 /** Query parameters whose value is a credential, whatever the caller calls it. */
 const CREDENTIAL_PARAM = '(?:access_token|token|jwt|api_?key|key|authorization|secret|password)=';
@@ -21,6 +22,35 @@ export function redactUrl(url: string): string {
   let out = url.length > LOGGED_URL_MAX ? url.slice(0, LOGGED_URL_MAX) : url;
   if (SUSPECT.test(out)) for (const [pattern, replacement] of SECRETS) out = out.replace(pattern, replacement);
   return url.length > LOGGED_URL_MAX ? `${out}…(${url.length} characters)` : out;
+}
+
+const symbols = pino.symbols;
+
+/** The parts of a pino logger that pino exposes for integrations (`pino.symbols`). */
+interface Parts {
+  /** By level: the line's start, `{"level":30`. */
+  readonly [symbols.lsCacheSym]: Readonly<Record<number, string>>;
+  /** `,"time":…` */
+  readonly [symbols.timeSym]: () => string;
+  /** The logger's bindings: `,"pid":…,"hostname":…,"reqId":…`. */
+  readonly [symbols.chindingsSym]: string;
+  /** `}` and the newline. */
+  readonly [symbols.endSym]: string;
+  readonly [symbols.streamSym]: { write(line: string): unknown };
+}
+type PinoParts = Logger & Parts;
+
+const INFO = 30; // pino's number for the info level
+
+/**
+ * The request line, as `log.info({ method, url, status, ms }, 'request completed')` would write
+ * it (a test holds them equal), built from the logger's own parts: it skips pino's walk over the
+ * object's keys and serializers, which cost more per request than the rest of the line.
+ */
+export function requestLine(log: Logger, method: string, url: string, status: number, ms: number): string {
+  const parts = log as PinoParts;
+  // An HTTP method is a token (RFC 9110 §5.6.2): it has nothing JSON must escape.
+  return `${parts[symbols.lsCacheSym][INFO]}${parts[symbols.timeSym]()}${parts[symbols.chindingsSym]},"method":"${method}","url":${JSON.stringify(url)},"status":${status},"ms":${ms},"msg":"request completed"${parts[symbols.endSym]}`;
 }
 
 /**
@@ -49,15 +79,10 @@ export class RequestLog extends LogController {
       reply.statusCode,
       reply.elapsedTime / 1000,
     );
-    request.log.info(
-      {
-        method: request.method,
-        url: redactUrl(request.url),
-        status: reply.statusCode,
-        ms: Math.round(reply.elapsedTime * 100) / 100,
-      },
-      'request completed',
-    );
+    const log = request.log as PinoParts; // the app's logger is pino's (app.ts)
+    if (!log.isLevelEnabled('info')) return;
+    const ms = Math.round(reply.elapsedTime * 100) / 100;
+    log[symbols.streamSym].write(requestLine(log, request.method, redactUrl(request.url), reply.statusCode, ms));
   }
 
   /** The completed line says it: a 404 status. */

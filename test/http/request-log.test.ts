@@ -1,0 +1,106 @@
+import assert from 'node:assert/strict';
+import { setImmediate as turnEnd } from 'node:timers/promises';
+import { test } from 'node:test';
+import pino from 'pino';
+import { buildApp } from '../../src/app.js';
+import { TokenService } from '../../src/auth/token.service.js';
+import { testConfig } from '../../src/config.js';
+import { requestLine } from '../../src/http/request-log.js';
+import { openSqlite } from '../../src/store/sqlite.js';
+import { READ_WRITE } from '../helpers.js';
+
+// The request log: one line per answered request, built by requestLine from the logger's own
+// parts rather than by pino's info(); it must be the line info() would have written.
+
+test("requestLine is byte for byte the line pino's info() writes, whatever the URL holds", () => {
+  const written: string[] = [];
+  const logger = pino({ timestamp: () => ',"time":0' }, { write: (line: string) => void written.push(line) });
+  const child = logger.child({ reqId: 'id "with" \\ quotes' });
+  const urls = [
+    '/plants?limit=10',
+    '/plants?tag="quoted"&x=\\',
+    '/plants?tag=caf\u00e9\u{1f331}',
+    '/\u0001\u001f\u007f',
+    '',
+  ];
+  for (const url of urls) {
+    for (const [method, status, ms] of [
+      ['GET', 200, 0.42],
+      ['DELETE', 404, 12],
+      ['POST', 409, 1e-7],
+    ] as const) {
+      child.info({ method, url, status, ms }, 'request completed');
+      assert.equal(requestLine(child, method, url, status, ms), written.pop(), `${method} ${url}`);
+    }
+  }
+});
+
+test('each answered request writes one line with its id, method, redacted URL, status and time', async (t) => {
+  const store = openSqlite(':memory:');
+  await store.migrate();
+  const lines: string[] = [];
+  const app = await buildApp({
+    config: testConfig({ logLevel: 'info' }),
+    store,
+    logStream: { write: (text: string) => lines.push(...text.split('\n').filter(Boolean)) },
+  });
+  t.after(async () => {
+    await app.close();
+    await store.close();
+  });
+  const token = (await new TokenService(store).create({ subject: 'alice', scopes: READ_WRITE })).token;
+
+  const listed = await app.inject({
+    url: '/plants?limit=2',
+    headers: { authorization: `Bearer ${token}`, 'x-request-id': 'trace-1' },
+  });
+  assert.equal(listed.statusCode, 200);
+  const refused = await app.inject({ url: `/plants?access_token=${token}` });
+  assert.equal(refused.statusCode, 401);
+  await turnEnd();
+
+  const completed = lines
+    .map((line) => JSON.parse(line) as Record<string, unknown>)
+    .filter((l) => l.msg === 'request completed');
+  assert.equal(completed.length, 2, lines.join('\n'));
+  const [first, second] = completed;
+  assert.deepEqual(
+    { ...first, time: undefined, ms: undefined },
+    {
+      level: 30,
+      time: undefined,
+      pid: process.pid,
+      hostname: first!.hostname,
+      reqId: 'trace-1',
+      method: 'GET',
+      url: '/plants?limit=2',
+      status: 200,
+      ms: undefined,
+      msg: 'request completed',
+    },
+  );
+  assert.equal(typeof first!.time, 'number');
+  assert.equal(typeof first!.ms, 'number');
+  assert.equal(second!.url, '/plants?access_token=[redacted]');
+  assert.equal(second!.status, 401);
+  assert.equal(second!.reqId, refused.headers['x-request-id']);
+  assert.ok(!lines.join('\n').includes(token), 'the token is in no line');
+});
+
+test('at LOG_LEVEL=warn no request line is written', async (t) => {
+  const store = openSqlite(':memory:');
+  await store.migrate();
+  const lines: string[] = [];
+  const app = await buildApp({
+    config: testConfig({ logLevel: 'warn' }),
+    store,
+    logStream: { write: (text: string) => lines.push(text) },
+  });
+  t.after(async () => {
+    await app.close();
+    await store.close();
+  });
+  assert.equal((await app.inject({ url: '/healthz' })).statusCode, 200);
+  await turnEnd();
+  assert.deepEqual(lines, []);
+});
