@@ -1,6 +1,6 @@
 import type { TokenRecord, TokenStore } from '../store/store.js';
 import type { JwtVerifier } from './jwt.js';
-import { TOKEN_PREFIX, hashToken, parseToken, sameHash } from './token.js';
+import { TOKEN_PREFIX, hasValidChecksum, tokenId, tokenMatches } from './token.js';
 
 export interface Principal {
   readonly subject: string;
@@ -35,15 +35,17 @@ export class TokenAuthenticator {
   /** Synchronous while the token's record is cached: the hot path allocates no promise. */
   authenticate(token: string): Principal | undefined | Promise<Principal | undefined> {
     if (this.jwt && !token.startsWith(TOKEN_PREFIX)) return this.jwt.verify(token);
-    const id = parseToken(token);
+    const id = tokenId(token);
     if (id === undefined) return undefined;
     const hit = this.cache.get(id);
+    // A cached record needs no checksum first: the digest decides, and the checksum only spares a lookup.
     if (hit && this.clock() - hit.fetchedAt < this.cacheMs) return this.verify(token, hit);
+    if (!hasValidChecksum(token)) return undefined;
     return this.fetch(id).then((entry) => this.verify(token, entry));
   }
 
   private verify(token: string, { record, principal }: Cached): Principal | undefined {
-    if (!record || !sameHash(hashToken(token), record.secretHash)) return undefined;
+    if (!record || !tokenMatches(token, record.secretHash)) return undefined;
     const now = this.clock();
     if (record.revokedAt !== null && record.revokedAt <= now) return undefined;
     if (record.expiresAt !== null && record.expiresAt <= now) return undefined;
