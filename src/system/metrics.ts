@@ -1,9 +1,10 @@
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import { bearerCredential } from '../auth/authenticate.js';
 import { hashToken, sameHash } from '../auth/token.js';
 import { HttpError } from '../errors.js';
 import type { Store } from '../store/store.js';
+import { RequestSeries } from './request-series.js';
 
 /** How long a plant count is reused: a count walks an index, and scrapes may come often. */
 const COUNT_TTL_MS = 10_000;
@@ -40,30 +41,25 @@ function reused(count: () => Promise<number>, ttlMs: number): () => Promise<numb
  */
 export class Metrics {
   readonly registry = new Registry();
-  private readonly requests: Counter<'method' | 'route' | 'status'>;
-  private readonly duration: Histogram<'method' | 'route' | 'status'>;
-  /** Each label set's children, found once: labelling on every request hashes the labels each time. */
-  private readonly series = new Map<
-    string,
-    { requests: ReturnType<Metrics['requests']['labels']>; duration: ReturnType<Metrics['duration']['labels']> }
-  >();
+  private readonly requests = new RequestSeries([
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
+  ]);
 
   constructor(store: Pick<Store, 'countPlants' | 'isReady'>) {
     const registers = [this.registry];
     const countPlants = reused(() => store.countPlants(), COUNT_TTL_MS);
-    this.requests = new Counter({
-      name: 'plant_store_http_requests_total',
-      help: 'HTTP requests answered, by method, route pattern and status',
-      labelNames: ['method', 'route', 'status'],
-      registers,
-    });
-    this.duration = new Histogram({
-      name: 'plant_store_http_request_duration_seconds',
-      help: 'Time from the request to the end of its response, by method, route pattern and status',
-      labelNames: ['method', 'route', 'status'],
-      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
-      registers,
-    });
+    this.registry.registerMetric(
+      this.requests.counter(
+        'plant_store_http_requests_total',
+        'HTTP requests answered, by method, route pattern and status',
+      ),
+    );
+    this.registry.registerMetric(
+      this.requests.histogram(
+        'plant_store_http_request_duration_seconds',
+        'Time from the request to the end of its response, by method, route pattern and status',
+      ),
+    );
     new Gauge({
       name: 'plant_store_plants',
       help: 'Plants stored, all owners together (counted at most every 10 s)',
@@ -94,15 +90,7 @@ export class Metrics {
   /** Called once per answered request (by the request log). */
   observe(method: string, route: string | undefined, status: number, seconds: number): void {
     // The route pattern, never the raw URL: unknown paths must not grow the label set without bound.
-    const key = `${method} ${route ?? 'unmatched'} ${status}`;
-    let series = this.series.get(key);
-    if (!series) {
-      const labels = { method, route: route ?? 'unmatched', status: String(status) };
-      series = { requests: this.requests.labels(labels), duration: this.duration.labels(labels) };
-      this.series.set(key, series);
-    }
-    series.requests.inc();
-    series.duration.observe(seconds);
+    this.requests.observe(method, route ?? 'unmatched', status, seconds);
   }
 }
 
