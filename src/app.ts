@@ -1,5 +1,4 @@
 import rateLimit from '@fastify/rate-limit';
-import underPressure from '@fastify/under-pressure';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { type FastifyInstance, type RouteOptions } from 'fastify';
 import type { Redis } from 'ioredis';
@@ -11,6 +10,7 @@ import { HttpError, errorHandler } from './errors.js';
 import { clientErrorHandler } from './http/client-error.js';
 import { frameworkErrors, installProtocol, queryEncodingHook, requestId } from './http/protocol.js';
 import { registerJsonBody } from './http/json-body.js';
+import { EventLoopLag } from './http/overload.js';
 import { type LogSink, stdoutLogStream } from './http/log-stream.js';
 import { RequestLog } from './http/request-log.js';
 import { buildOpenApi } from './http/openapi.js';
@@ -30,12 +30,6 @@ export interface AppDeps {
   readonly redis?: Redis | undefined;
   /** Where the log lines go; stdout, a turn's lines in one write, unless a test collects them. */
   readonly logStream?: LogSink;
-}
-
-class OverloadedError extends HttpError {
-  constructor() {
-    super(503, 'the server is overloaded; retry shortly', { 'retry-after': '1' });
-  }
 }
 
 /** The one constructor of the HTTP app: used by the server, every test and the OpenAPI export. It never listens. */
@@ -81,12 +75,12 @@ export async function buildApp({
   await app.register(async (api) => {
     if (config.maxEventLoopDelayMs > 0) {
       // Overload: while the event loop lags, refuse API work at once instead of queueing it.
-      await api.register(underPressure, {
-        maxEventLoopDelay: config.maxEventLoopDelayMs,
-        sampleInterval: config.pressureSampleMs,
-        retryAfter: 1,
-        customError: OverloadedError, // the error handler writes it as the Error body
+      const lag = new EventLoopLag(config.pressureSampleMs);
+      api.addHook('onClose', (_instance, done) => {
+        lag.stop();
+        done();
       });
+      api.addHook('onRequest', lag.guard(config.maxEventLoopDelayMs));
     }
     api.addHook('onRequest', authenticateHook(authenticator));
     if (config.rateLimit) {

@@ -4,7 +4,7 @@ import { test } from 'node:test';
 import { READ_WRITE, makeApp } from '../helpers.js';
 import { assertErrorBody } from './support.js';
 
-// Overload protection (@fastify/under-pressure): while the event loop lags behind, API requests are
+// Overload protection (src/http/overload.ts): while the event loop lags behind, API requests are
 // answered 503 with Retry-After at once, instead of joining a queue whose latency has no bound.
 
 /** Keeps this process's event loop busy for `ms`, as a flood of work would. */
