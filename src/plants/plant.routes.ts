@@ -59,6 +59,12 @@ function nextLink(limit: number, tag: string | undefined, cursor: string): strin
   return `</plants?${query.toString()}>; rel="next"`; // RFC 8288
 }
 
+/**
+ * Each page's JSON, by the page: the service answers a page it made before with the same array
+ * (PlantService), so a page read again is not serialized again.
+ */
+const pageJson = new WeakMap<readonly Plant[], string>();
+
 /** The three operations: schema → service → reply, nothing else. */
 export function plantRoutes(service: PlantService): FastifyPluginAsyncTypebox {
   return async (app) => {
@@ -72,7 +78,10 @@ export function plantRoutes(service: PlantService): FastifyPluginAsyncTypebox {
       const { limit = LIMIT_DEFAULT, cursor, tag } = request.query;
       const { plants, next } = await service.list(request.principal, { limit, cursor, tag });
       if (next !== undefined) void reply.header('link', nextLink(limit, tag, next));
-      return plants;
+      let json = pageJson.get(plants);
+      if (json === undefined) pageJson.set(plants, (json = reply.serialize(plants) as string));
+      // Written by this route's own serializer (its response schema); the type provider types only the object.
+      return reply.type('application/json; charset=utf-8').send(json as never);
     });
 
     app.delete(

@@ -12,7 +12,8 @@ export interface ListRequest {
 }
 
 export interface PlantList {
-  readonly plants: Plant[];
+  /** Shared by every request answered from the same rows: never changed once made. */
+  readonly plants: readonly Plant[];
   /** The cursor of the next page, when more plants follow. */
   readonly next: string | undefined;
 }
@@ -25,6 +26,12 @@ const ownerScope = (principal: Principal): string | null =>
   principal.scopes.has('plants:admin') ? null : principal.subject;
 
 export class PlantService {
+  /**
+   * Each page made from a store's rows, by those rows: a store that answers again from its page
+   * cache gives the same array, and then the same page is answered without being made again.
+   */
+  private readonly pages = new WeakMap<readonly PlantRecord[], PlantList & { readonly limit: number }>();
+
   constructor(private readonly store: PlantStore) {}
 
   /** Creates the plant; an identical retry by its owner gets the same answer, anything else 409. */
@@ -52,9 +59,14 @@ export class PlantService {
       fromId,
       limit: request.limit + 1,
     });
+    const made = this.pages.get(rows);
+    if (made?.limit === request.limit) return made;
     const more = rows.length > request.limit;
     const page = more ? rows.slice(0, request.limit) : rows;
-    return { plants: page.map(toPlant), next: more ? encodeCursor(page[page.length - 1]!.id) : undefined };
+    const next = more ? encodeCursor(page[page.length - 1]!.id) : undefined;
+    const list = { plants: page.map(toPlant), next, limit: request.limit };
+    this.pages.set(rows, list);
+    return list;
   }
 
   async delete(principal: Principal, id: bigint): Promise<void> {
