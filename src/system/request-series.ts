@@ -67,8 +67,17 @@ export class RequestSeries {
   }
 
   private metric(name: string, help: string, type: 'counter' | 'histogram', values: () => Value[]): Metric {
-    const get = (): Promise<object> => Promise.resolve({ name, help, type, aggregator: 'sum', values: values() });
-    // What a registry calls on a metric; prom-client types its metrics as its own four classes.
-    return { name, help, type, aggregator: 'sum', get, reset: () => this.series.clear() } as unknown as Metric;
+    return {
+      name,
+      help,
+      type,
+      aggregator: 'sum',
+      // The registry's own name for it: an OpenMetrics registry renames counters on the object.
+      get(this: { name: string }): Promise<object> {
+        return Promise.resolve({ name: this.name, help, type, aggregator: 'sum', values: values() });
+      },
+      reset: () => this.series.clear(),
+      // What a registry calls on a metric; prom-client types its metrics as its own four classes.
+    } as unknown as Metric;
   }
 }
