@@ -1,12 +1,14 @@
 import assert from 'node:assert/strict';
 import { setImmediate as turnEnd } from 'node:timers/promises';
-import { test } from 'node:test';
+import { type TestContext, test } from 'node:test';
+import type { FastifyInstance } from 'fastify';
 import pino from 'pino';
 import { buildApp } from '../../src/app.js';
 import { TokenService } from '../../src/auth/token.service.js';
 import { testConfig } from '../../src/config.js';
 import { requestLine } from '../../src/http/request-log.js';
 import { openSqlite } from '../../src/store/sqlite.js';
+import type { Store } from '../../src/store/store.js';
 import { READ_WRITE } from '../helpers.js';
 
 // The request log: one line per answered request, built by requestLine from the logger's own
@@ -35,12 +37,16 @@ test("requestLine is byte for byte the line pino's info() writes, whatever the U
   }
 });
 
-test('each answered request writes one line with its id, method, redacted URL, status and time', async (t) => {
+/** An app over a fresh store at `level`, its log lines collected. */
+async function loggingApp(
+  t: TestContext,
+  level: string,
+): Promise<{ app: FastifyInstance; store: Store; lines: string[] }> {
   const store = openSqlite(':memory:');
   await store.migrate();
   const lines: string[] = [];
   const app = await buildApp({
-    config: testConfig({ logLevel: 'info' }),
+    config: testConfig({ logLevel: level }),
     store,
     logStream: { write: (text: string) => lines.push(...text.split('\n').filter(Boolean)) },
   });
@@ -48,6 +54,11 @@ test('each answered request writes one line with its id, method, redacted URL, s
     await app.close();
     await store.close();
   });
+  return { app, store, lines };
+}
+
+test('each answered request writes one line with its id, method, redacted URL, status and time', async (t) => {
+  const { app, store, lines } = await loggingApp(t, 'info');
   const token = (await new TokenService(store).create({ subject: 'alice', scopes: READ_WRITE })).token;
 
   const listed = await app.inject({
@@ -88,18 +99,7 @@ test('each answered request writes one line with its id, method, redacted URL, s
 });
 
 test('at LOG_LEVEL=warn no request line is written', async (t) => {
-  const store = openSqlite(':memory:');
-  await store.migrate();
-  const lines: string[] = [];
-  const app = await buildApp({
-    config: testConfig({ logLevel: 'warn' }),
-    store,
-    logStream: { write: (text: string) => lines.push(text) },
-  });
-  t.after(async () => {
-    await app.close();
-    await store.close();
-  });
+  const { app, lines } = await loggingApp(t, 'warn');
   assert.equal((await app.inject({ url: '/healthz' })).statusCode, 200);
   await turnEnd();
   assert.deepEqual(lines, []);
