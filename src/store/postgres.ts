@@ -98,6 +98,13 @@ const WRITE_SLOTS = 2;
 const inIdOrder = (plants: PlantRecord[]): PlantRecord[] =>
   plants.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
 
+/** The first plant of each id, by id: the one a batch offers; the others are answered against it. */
+function firstOfEachId(plants: Iterable<PlantRecord>): Map<bigint, PlantRecord> {
+  const first = new Map<bigint, PlantRecord>();
+  for (const plant of plants) if (!first.has(plant.id)) first.set(plant.id, plant);
+  return first;
+}
+
 /** The insertBatch statement's parameters: one array per column. */
 const columns = (plants: readonly PlantRecord[]): unknown[] => [
   plants.map((p) => p.id),
@@ -173,8 +180,7 @@ export class PostgresStore implements Store {
     let pending = plants.map((_, i) => i);
     try {
       while (pending.length > 0) {
-        const offered = new Map<bigint, PlantRecord>();
-        for (const i of pending) if (!offered.has(plants[i]!.id)) offered.set(plants[i]!.id, plants[i]!);
+        const offered = firstOfEachId(pending.map((i) => plants[i]!));
         const batch = inIdOrder([...offered.values()]);
         const stored = new Set(
           (await this.run<{ id: string }>('insertBatch', columns(batch))).rows.map((row) => BigInt(row.id)),
@@ -222,8 +228,7 @@ export class PostgresStore implements Store {
   /** One transaction: the insert, and the read of the plants that already held the other ids. */
   async insertBatch(plants: readonly PlantRecord[]): Promise<BatchResult> {
     // Only the first plant of each id is offered; every other is compared with the id's holder.
-    const first = new Map<string, PlantRecord>();
-    for (const plant of plants) if (!first.has(String(plant.id))) first.set(String(plant.id), plant);
+    const first = firstOfEachId(plants);
     const offered = inIdOrder([...first.values()]);
     const { insertedIds, holders } = await this.transaction(async (client) => {
       const inserted = await client.query<{ id: string }>({
@@ -231,19 +236,19 @@ export class PostgresStore implements Store {
         text: STATEMENTS.insertBatch,
         values: columns(offered),
       });
-      const ids = new Set(inserted.rows.map((r) => r.id));
-      const found = new Map<string, PlantRecord>();
-      const skipped = offered.filter((p) => !ids.has(String(p.id))).map((p) => p.id);
+      const ids = new Set(inserted.rows.map((r) => BigInt(r.id)));
+      const found = new Map<bigint, PlantRecord>();
+      const skipped = offered.filter((p) => !ids.has(p.id)).map((p) => p.id);
       if (skipped.length > 0) {
         const rows = await client.query<PlantRow>({ name: 'byIds', text: STATEMENTS.byIds, values: [skipped] });
-        for (const row of rows.rows) found.set(row.id, toPlant(row));
+        for (const row of rows.rows) found.set(BigInt(row.id), toPlant(row));
       }
       return { insertedIds: ids, holders: found };
     });
     let unchanged = 0;
     const conflicts: PlantRecord[] = [];
     for (const plant of plants) {
-      const key = String(plant.id);
+      const key = plant.id;
       if (insertedIds.has(key) && first.get(key) === plant) continue; // this one was stored
       const holder = insertedIds.has(key) ? first.get(key) : holders.get(key);
       if (holder !== undefined && samePlant(holder, plant)) unchanged += 1;
