@@ -8,6 +8,17 @@ interface Waiting<I, O> {
   readonly reject: (error: unknown) => void;
 }
 
+interface Entry<I, O> extends Waiting<I, O> {
+  /** performance.now() by which the item is answered, or fails with tooLate(). */
+  readonly deadline: number;
+}
+
+/** A batch whose work has not ended; its first `expired` items have failed at their deadlines. */
+interface Sent<I, O> {
+  readonly entries: ReadonlyArray<Entry<I, O>>;
+  expired: number;
+}
+
 /**
  * Work that waits for a database connection goes in batches. While fewer than `slots` batches run,
  * an item starts at once, alone: no delay when there is no load. Once every slot is busy, items
@@ -16,63 +27,110 @@ interface Waiting<I, O> {
  * Every item of a batch arrived before the batch started, so what the batch reads or writes is at
  * least as new as each item's arrival: batching never answers from an older snapshot than a
  * request of its own would have.
+ *
+ * Each item has a deadline, `maxWaitMs` after it arrived, that holds whether it still waits for a
+ * slot or its batch was sent (issue 13): one timer is armed for the earliest deadline of the items
+ * not yet answered, and re-armed for the next one when it fires, so the Nth waiter fails at its
+ * own deadline, not at a check scheduled for the first.
  */
 export class Batcher<I, O> {
-  /** With performance.now() at arrival. */
-  private waiting: Array<Waiting<I, O> & { readonly since: number }> = [];
-  private running = 0;
+  /** Items waiting for a slot, in arrival order (so in deadline order). */
+  private waiting: Array<Entry<I, O>> = [];
+  /** The batches whose work runs; each one's entries are in arrival order. */
+  private readonly sent = new Set<Sent<I, O>>();
+  /** Armed while an item is unanswered: for the earliest deadline, or an earlier one. */
   private timer: NodeJS.Timeout | undefined;
 
   /**
    * `work` answers one output per item, in order: a value, or a settled promise when items of one
    * batch may fail apart. If `work` itself fails, every item of the batch fails with it.
-   * An item that waited `maxWaitMs` for a slot fails with `tooLate()` instead of waiting on: when
-   * the database stops answering, the queue fails fast rather than growing.
+   * An item not answered `maxWaitMs` after it arrived fails with `tooLate(sent)`, so that when the
+   * database stops answering the queue fails fast rather than grows. `sent` says the item's batch
+   * was sent: its outcome is then unknown (the work goes on and may still store it; what it answers
+   * later is dropped), and the batch keeps its slot until its work ends.
    */
   constructor(
     private readonly slots: number,
     private readonly maxBatch: number,
     private readonly work: (items: readonly I[]) => Promise<ReadonlyArray<O | PromiseLike<O>>>,
     private readonly maxWaitMs: number,
-    private readonly tooLate: () => Error,
+    private readonly tooLate: (sent: boolean) => Error,
   ) {}
 
   submit(item: I): Promise<O> {
     return new Promise<O>((resolve, reject) => {
-      this.waiting.push({ item, since: performance.now(), resolve, reject });
+      this.waiting.push({ item, deadline: performance.now() + this.maxWaitMs, resolve, reject });
       this.start();
     });
   }
 
   private start(): void {
     const now = performance.now();
-    while (this.waiting.length > 0 && now - this.waiting[0]!.since >= this.maxWaitMs) {
-      this.waiting.shift()!.reject(this.tooLate());
+    this.expire(now);
+    while (this.sent.size < this.slots && this.waiting.length > 0) this.send(this.waiting.splice(0, this.maxBatch));
+    this.arm(now);
+  }
+
+  private send(entries: Array<Entry<I, O>>): void {
+    const batch: Sent<I, O> = { entries, expired: 0 };
+    this.sent.add(batch);
+    let done: Promise<ReadonlyArray<O | PromiseLike<O>>>;
+    try {
+      done = this.work(entries.map((w) => w.item));
+    } catch (error) {
+      done = failed(error);
     }
-    if (this.running >= this.slots && this.waiting.length > 0) {
-      this.timer ??= setTimeout(() => {
-        this.timer = undefined;
+    void done
+      .then(
+        (outputs) =>
+          entries.forEach((w, i) => {
+            if (i >= batch.expired) w.resolve(outputs[i]!);
+            // Already answered: a failure that comes now has no one to go to, and must not be an unhandled rejection.
+            else void Promise.resolve(outputs[i]).catch(() => {});
+          }),
+        (error: unknown) => entries.slice(batch.expired).forEach((w) => w.reject(error)),
+      )
+      .finally(() => {
+        this.sent.delete(batch);
         this.start();
-      }, this.maxWaitMs);
-    }
-    while (this.running < this.slots && this.waiting.length > 0) {
-      const batch = this.waiting.splice(0, this.maxBatch);
-      this.running += 1;
-      let done: Promise<ReadonlyArray<O | PromiseLike<O>>>;
-      try {
-        done = this.work(batch.map((w) => w.item));
-      } catch (error) {
-        done = failed(error);
+      });
+  }
+
+  /** Fails every item whose deadline has come, sent or waiting: deadlines follow arrival order. */
+  private expire(now: number): void {
+    for (const batch of this.sent) {
+      const { entries } = batch;
+      while (batch.expired < entries.length && entries[batch.expired]!.deadline <= now) {
+        entries[batch.expired++]!.reject(this.tooLate(true));
       }
-      void done
-        .then(
-          (outputs) => batch.forEach((w, i) => w.resolve(outputs[i]!)),
-          (error: unknown) => batch.forEach((w) => w.reject(error)),
-        )
-        .finally(() => {
-          this.running -= 1;
+    }
+    let late = 0;
+    while (late < this.waiting.length && this.waiting[late]!.deadline <= now) late++;
+    if (late > 0) for (const w of this.waiting.splice(0, late)) w.reject(this.tooLate(false));
+  }
+
+  /**
+   * Arms the timer for the earliest deadline of the items not answered, or clears it when there is
+   * none. A later item's deadline is later, so a timer already armed is never late for it; when it
+   * fires, it arms the next one.
+   */
+  private arm(now: number): void {
+    let next = this.waiting[0]?.deadline ?? Infinity;
+    for (const { entries, expired } of this.sent) {
+      if (expired < entries.length) next = Math.min(next, entries[expired]!.deadline);
+    }
+    if (next === Infinity) {
+      clearTimeout(this.timer);
+      this.timer = undefined;
+    } else {
+      // At least 1 ms: a timer may fire a little before performance.now() reaches its deadline.
+      this.timer ??= setTimeout(
+        () => {
+          this.timer = undefined;
           this.start();
-        });
+        },
+        Math.max(1, next - now),
+      );
     }
   }
 }

@@ -1,36 +1,151 @@
 import type Database from 'better-sqlite3';
-import { TurnBatch, failed } from './batcher.js';
+import { StoreUnavailableError } from './store.js';
+
+interface Pending {
+  readonly write: () => unknown;
+  /** When the write arrived (performance.now()): its own deadline runs from here. */
+  readonly since: number;
+  readonly resolve: (value: unknown) => void;
+  readonly reject: (error: unknown) => void;
+}
 
 type Outcome = { ok: true; value: unknown } | { ok: false; error: unknown };
+
+export interface GroupCommitOptions {
+  /** How long a write may wait for another connection's write lock before it fails (503). */
+  readonly lockWaitMs?: number;
+  /** The longest pause between two tries for the lock. */
+  readonly maxBackoffMs?: number;
+  /**
+   * false: these commits are not fsynced (synchronous=NORMAL for them alone), for state that a
+   * crash may lose without harm, such as a webhook delivery's lease. A later durable commit's fsync
+   * covers them too. Default true: a 200 is durable (synchronous=FULL).
+   */
+  readonly durable?: boolean;
+}
+
+/** The write lock is held by another connection (SQLITE_BUSY and its extended codes). */
+export const isBusy = (error: unknown): boolean =>
+  typeof (error as { code?: unknown }).code === 'string' && (error as { code: string }).code.startsWith('SQLITE_BUSY');
 
 /**
  * Group commit: the writes that arrive in one turn of the event loop run in one transaction, so
  * they share one fsync instead of paying one each. Every write still gets its answer only after
  * that commit (a 200 is durable), and each runs in a savepoint of its own, so one that fails fails
  * alone. Under no load a batch is a single write, committed on the next turn (setImmediate).
+ *
+ * The write lock is taken without waiting (issue 13): better-sqlite3 is synchronous, so a
+ * busy_timeout would freeze the whole event loop while another process (an operator's `sqlite3`,
+ * an import, another worker) holds the lock. When the lock is taken, the batch stays queued and
+ * the attempt is repeated from the event loop after a short, growing pause (1 ms doubling to
+ * `maxBackoffMs`); writes that arrive meanwhile join it. A write that has waited `lockWaitMs` fails
+ * with StoreUnavailableError (503 with Retry-After): nothing of it was written.
  */
 export class GroupCommit {
-  private readonly batch: TurnBatch<() => unknown, unknown>;
+  private queue: Pending[] = [];
+  private scheduled = false;
+  private backoffMs = 0;
+  private readonly lockWaitMs: number;
+  private readonly maxBackoffMs: number;
+  private readonly begin: Database.Statement;
+  private readonly commit: Database.Statement;
+  private readonly rollback: Database.Statement;
+  private readonly savepoint: (write: () => unknown) => unknown;
 
-  constructor(db: Database.Database) {
-    const savepoint = db.transaction((run: () => unknown) => run());
-    const transaction = db.transaction((writes: ReadonlyArray<() => unknown>) =>
-      writes.map((write): Outcome => {
-        try {
-          return { ok: true, value: savepoint(write) };
-        } catch (error) {
-          return { ok: false, error }; // this write alone fails
-        }
-      }),
-    );
-    // IMMEDIATE: take the write lock up front (other processes wait up to busy_timeout). If the
-    // commit itself fails, nothing was stored and every write of the batch fails.
-    this.batch = new TurnBatch((writes) =>
-      transaction.immediate(writes).map((o) => (o.ok ? o.value : failed(o.error))),
-    );
+  private readonly durable: boolean;
+
+  constructor(
+    private readonly db: Database.Database,
+    { lockWaitMs = 3000, maxBackoffMs = 50, durable = true }: GroupCommitOptions = {},
+  ) {
+    this.durable = durable;
+    this.lockWaitMs = lockWaitMs;
+    this.maxBackoffMs = maxBackoffMs;
+    this.begin = db.prepare('BEGIN IMMEDIATE');
+    this.commit = db.prepare('COMMIT');
+    this.rollback = db.prepare('ROLLBACK');
+    // Called inside the open transaction, better-sqlite3's transaction function is a savepoint.
+    this.savepoint = db.transaction((write: () => unknown) => write());
   }
 
   run<T>(write: () => T): Promise<T> {
-    return this.batch.submit(write) as Promise<T>;
+    return new Promise<T>((resolve, reject) => {
+      this.queue.push({ write, since: performance.now(), resolve: resolve as (value: unknown) => void, reject });
+      this.schedule();
+    });
+  }
+
+  private schedule(): void {
+    if (this.scheduled) return;
+    this.scheduled = true;
+    if (this.backoffMs === 0) setImmediate(this.flush);
+    else setTimeout(this.flush, this.backoffMs);
+  }
+
+  private readonly flush = (): void => {
+    this.scheduled = false;
+    const batch = this.queue;
+    this.queue = [];
+    if (batch.length === 0) return;
+    if (this.durable) return this.commitBatch(batch);
+    this.db.pragma('synchronous = NORMAL');
+    try {
+      this.commitBatch(batch);
+    } finally {
+      this.db.pragma('synchronous = FULL');
+    }
+  };
+
+  private commitBatch(batch: Pending[]): void {
+    try {
+      this.begin.run();
+    } catch (error) {
+      if (isBusy(error)) return this.waitForLock(batch);
+      for (const p of batch) p.reject(error);
+      return;
+    }
+    this.backoffMs = 0;
+    let outcomes: Outcome[];
+    try {
+      outcomes = batch.map((p): Outcome => {
+        try {
+          return { ok: true, value: this.savepoint(p.write) };
+        } catch (error) {
+          return { ok: false, error }; // this write alone fails
+        }
+      });
+      this.commit.run();
+    } catch (error) {
+      // The commit itself failed: nothing was stored, and every write of the batch fails.
+      if (this.db.inTransaction) this.rollback.run();
+      const cause = isBusy(error) ? new StoreUnavailableError('the database is locked', { cause: error }) : error;
+      for (const p of batch) p.reject(cause);
+      return;
+    }
+    batch.forEach((p, i) => {
+      const outcome = outcomes[i]!;
+      if (outcome.ok) p.resolve(outcome.value);
+      else p.reject(outcome.error);
+    });
+  }
+
+  /** Another connection holds the write lock: fail the writes past their deadline, try again later. */
+  private waitForLock(batch: Pending[]): void {
+    const now = performance.now();
+    const waiting: Pending[] = [];
+    for (const p of batch) {
+      if (now - p.since >= this.lockWaitMs) {
+        p.reject(
+          new StoreUnavailableError(`another connection held the database's write lock for ${this.lockWaitMs} ms`),
+        );
+      } else waiting.push(p);
+    }
+    this.queue = waiting.concat(this.queue);
+    if (this.queue.length === 0) {
+      this.backoffMs = 0;
+      return;
+    }
+    this.backoffMs = Math.min(Math.max(1, this.backoffMs * 2), this.maxBackoffMs);
+    this.schedule();
   }
 }

@@ -1,9 +1,15 @@
 import type { DatabaseTarget } from '../config.js';
 import { type PostgresOptions, openPostgres } from './postgres.js';
-import { openSqlite } from './sqlite.js';
+import { type SqliteOptions, openSqlite } from './sqlite.js';
 import type { Store } from './store.js';
 
+export interface StoreOptions extends PostgresOptions {
+  readonly sqlite?: SqliteOptions;
+}
+
 /** The one place that picks an adapter for a DATABASE_URL. */
-export function openStore(target: DatabaseTarget, options: PostgresOptions = {}): Promise<Store> {
-  return Promise.resolve(target.engine === 'sqlite' ? openSqlite(target.path) : openPostgres(target.url, options));
+export function openStore(target: DatabaseTarget, options: StoreOptions = {}): Promise<Store> {
+  return Promise.resolve(
+    target.engine === 'sqlite' ? openSqlite(target.path, options.sqlite) : openPostgres(target.url, options),
+  );
 }

@@ -23,3 +23,24 @@ export function classifyPostgresError(error: unknown): unknown {
   if (code === undefined || NETWORK.has(code)) return new StoreUnavailableError(error.message, { cause: error });
   return error;
 }
+
+/** Runs `work` in a transaction on a connection of its own; a failure rolls back and is classified. */
+export async function inTransaction<T>(pool: pg.Pool, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  let client: pg.PoolClient;
+  try {
+    client = await pool.connect();
+  } catch (error) {
+    throw classifyPostgresError(error);
+  }
+  try {
+    await client.query('BEGIN');
+    const result = await work(client);
+    await client.query('COMMIT');
+    return result;
+  } catch (error) {
+    await client.query('ROLLBACK').catch(() => {});
+    throw classifyPostgresError(error);
+  } finally {
+    client.release();
+  }
+}

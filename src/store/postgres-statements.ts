@@ -4,28 +4,85 @@
 // sort the text: output column names win in ORDER BY.)
 const SELECT_PLANT = 'SELECT id, owner, name, tag FROM plants';
 
+/** The database's clock, in milliseconds since the epoch: the one clock every instance and the CLI share. */
+export const DB_NOW_MS = '(extract(epoch FROM now()) * 1000)::bigint';
+
+/** The advisory lock that orders event ids (an arbitrary, fixed key). */
+export const EVENT_ORDER_LOCK = 7_316_002;
+/** The LISTEN/NOTIFY channel that says "events committed". */
+export const EVENT_CHANNEL = 'plant_store_events';
+
 /** Plants in id order from $n+1, at most $n+2 of them, filtered by equality on `columns` ($1…$n). */
 function list(columns: string[]): string {
   const where = columns.map((column, i) => `${column} = $${i + 1} AND `).join('');
   return `${SELECT_PLANT} WHERE ${where}id >= $${columns.length + 1} ORDER BY id LIMIT $${columns.length + 2}`;
 }
 
+/**
+ * A change and its events in one statement, so one commits with the other or neither does
+ * (CONTRACT.md, Events). `change` returns (id, owner, payload) for each row it changed.
+ *
+ * Event ids must commit in id order: a reader that has seen event N must never find, later, an
+ * event with a smaller id that was still uncommitted when it read. A bigserial alone hands ids out
+ * before commit, so the ids are taken while holding a transaction-level advisory lock, which is
+ * released only by the commit: a later id cannot commit before an earlier one. The lock is taken
+ * after the change itself (its row locks), only when there is an event to write, and is held just
+ * for the event inserts and the commit. The NOTIFY goes out at the commit, to wake dispatchers and
+ * change feeds on every instance.
+ */
+function withEvents(change: string, type: string): string {
+  return `WITH ${change},
+    locked AS (
+      SELECT pg_advisory_xact_lock(${EVENT_ORDER_LOCK}), pg_notify('${EVENT_CHANNEL}', '')
+      FROM (SELECT count(*) AS n FROM changed) c WHERE c.n > 0),
+    event AS (
+      INSERT INTO events (type, owner, plant_id, payload, created_at)
+      SELECT '${type}', changed.owner, changed.id, changed.payload, ${DB_NOW_MS}
+      FROM locked, changed ORDER BY changed.id
+      RETURNING id, owner),
+    delivery AS (
+      INSERT INTO deliveries (webhook_id, event_id, type, status, attempts, next_attempt_at, created_at)
+      SELECT w.id, event.id, '${type}', 'pending', 0, ${DB_NOW_MS}, ${DB_NOW_MS}
+      FROM event JOIN webhooks w ON w.status = 'active' AND (w.owner = event.owner OR w.all_plants)
+        AND position(' ${type} ' IN ' ' || w.events || ' ') > 0)
+    SELECT id FROM changed`;
+}
+
+/**
+ * Deletes of a batch, one statement: $1 the ids (each once, in id order), $2 for each the owner
+ * whose plant it must be, or null for any owner (plants:admin).
+ */
+const deleteBatch = withEvents(
+  `changed AS (
+      DELETE FROM plants p USING unnest($1::bigint[], $2::text[]) AS d(id, owner)
+      WHERE p.id = d.id AND (d.owner IS NULL OR p.owner = d.owner)
+      RETURNING p.id, p.owner, '{"id":' || p.id::text || '}' AS payload)`,
+  'plant.deleted',
+);
+
 export const STATEMENTS = {
   listAll: list([]),
   listTag: list(['tag']),
   listOwner: list(['owner']),
   listOwnerTag: list(['owner', 'tag']),
-  delete: 'DELETE FROM plants WHERE id = $1',
-  deleteOwn: 'DELETE FROM plants WHERE id = $1 AND owner = $2',
+  deleteBatch,
   // One statement for a batch (of creates, or of an import): atomic, and rows with ids already held
-  // are skipped, not overwritten.
-  insertBatch: `INSERT INTO plants (id, owner, name, tag)
-    SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[])
-    ON CONFLICT (id) DO NOTHING RETURNING id`,
+  // are skipped, not overwritten. $5 carries each plant's plant.created payload, made by the caller.
+  insertBatch: withEvents(
+    `input AS (
+        SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[]) AS t(id, owner, name, tag, payload)),
+      inserted AS (
+        INSERT INTO plants (id, owner, name, tag) SELECT id, owner, name, tag FROM input
+        ON CONFLICT (id) DO NOTHING RETURNING id),
+      changed AS (SELECT input.id, input.owner, input.payload FROM inserted JOIN input USING (id))`,
+    'plant.created',
+  ),
   byIds: `${SELECT_PLANT} WHERE id = ANY($1::bigint[])`,
-  tokenInsert:
-    'INSERT INTO api_tokens (id, secret_hash, subject, scopes, created_at, expires_at, revoked_at) VALUES ($1, $2, $3, $4, $5, $6, $7)',
-  tokenById: 'SELECT * FROM api_tokens WHERE id = $1',
+  // Token times are the database's clock, never the calling host's (issue 13): created_at is now(),
+  // an expiry is now() + the lifetime asked for ($5, ms), a revocation is stamped now().
+  tokenInsert: `INSERT INTO api_tokens (id, secret_hash, subject, scopes, created_at, expires_at, revoked_at)
+    VALUES ($1, $2, $3, $4, ${DB_NOW_MS}, ${DB_NOW_MS} + $5::bigint, NULL)`,
+  tokenById: `SELECT *, ${DB_NOW_MS} AS read_at FROM api_tokens WHERE id = $1`,
   tokenAll: 'SELECT * FROM api_tokens ORDER BY created_at, id',
-  tokenRevoke: 'UPDATE api_tokens SET revoked_at = coalesce(revoked_at, $1) WHERE id = $2',
+  tokenRevoke: `UPDATE api_tokens SET revoked_at = coalesce(revoked_at, ${DB_NOW_MS}) WHERE id = $1`,
 } as const;

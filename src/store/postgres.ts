@@ -1,16 +1,25 @@
 import pg from 'pg';
 import { Batcher, Coalescer, failed } from './batcher.js';
-import { classifyPostgresError } from './postgres-errors.js';
+import { classifyPostgresError, inTransaction } from './postgres-errors.js';
+import { EventListener, PostgresEvents } from './postgres-events.js';
 import { STATEMENTS } from './postgres-statements.js';
+import { createdPayload } from './event-payload.js';
 import { postgresMigrations } from './migrations/postgres.js';
 import {
+  type AttemptOutcome,
   type BatchResult,
+  type ClaimedDelivery,
   type CreateResult,
+  type DeliveryRecord,
+  type EventRecord,
   type PlantPage,
   type PlantRecord,
   type Store,
   StoreUnavailableError,
   type TokenRecord,
+  type WebhookRecord,
+  FIRST_ID,
+  LAST_ID,
   samePlant,
 } from './store.js';
 
@@ -29,6 +38,7 @@ interface TokenRow {
   created_at: string;
   expires_at: string | null;
   revoked_at: string | null;
+  read_at?: string;
 }
 
 const optionalNumber = (value: string | null): number | null => (value === null ? null : Number(value));
@@ -49,6 +59,7 @@ const toToken = (row: TokenRow): TokenRecord => ({
   createdAt: Number(row.created_at),
   expiresAt: optionalNumber(row.expires_at),
   revokedAt: optionalNumber(row.revoked_at),
+  ...(row.read_at !== undefined && { readAt: Number(row.read_at) }),
 });
 
 // Serialises migrations of every instance that starts at once (an arbitrary, fixed lock key).
@@ -65,12 +76,26 @@ export interface PostgresOptions {
 }
 
 export function openPostgres(url: string, options: PostgresOptions = {}): PostgresStore {
-  return new PostgresStore(createPool(url, options));
+  // The dispatcher's pool (see PostgresEvents) opens only when a dispatcher first claims.
+  return new PostgresStore(createPool(url, options), () =>
+    createPool(url, { ...options, poolSize: DISPATCH_POOL_SIZE, asyncCommit: true }),
+  );
 }
 
-export function createPool(url: string, options: PostgresOptions = {}): pg.Pool {
+/** The URL with a server setting added to its `options` parameter (kept with any already there). */
+function withServerOption(url: string, option: string): string {
+  const parsed = new URL(url);
+  const given = parsed.searchParams.get('options');
+  parsed.searchParams.set('options', given === null ? option : `${given} ${option}`);
+  return parsed.toString();
+}
+
+/** Connections of the webhook dispatcher's pool, per process. */
+const DISPATCH_POOL_SIZE = 4;
+
+export function createPool(url: string, options: PostgresOptions & { readonly asyncCommit?: boolean } = {}): pg.Pool {
   const pool = new pg.Pool({
-    connectionString: url,
+    connectionString: options.asyncCommit === true ? withServerOption(url, '-c synchronous_commit=off') : url,
     max: options.poolSize ?? 10,
     // Fail fast when the server is unreachable, so callers get a 503 instead of a hang.
     connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
@@ -105,12 +130,19 @@ function firstOfEachId(plants: Iterable<PlantRecord>): Map<bigint, PlantRecord> 
   return first;
 }
 
+interface DeleteRequest {
+  readonly id: bigint;
+  /** Only this owner's plant; null for any (plants:admin). */
+  readonly owner: string | null;
+}
+
 /** The insertBatch statement's parameters: one array per column. */
 const columns = (plants: readonly PlantRecord[]): unknown[] => [
   plants.map((p) => p.id),
   plants.map((p) => p.owner),
   plants.map((p) => p.name),
   plants.map((p) => p.tag),
+  plants.map(createdPayload),
 ];
 
 const pageKey = ({ owner, tag, fromId, limit }: PlantPage): string =>
@@ -123,13 +155,46 @@ export class PostgresStore implements Store {
   /** Creates that wait for a connection together are one INSERT: one round trip, one commit. */
   private readonly creates: Batcher<PlantRecord, CreateResult>;
 
-  constructor(private readonly pool: pg.Pool) {
+  /** Deletes that wait together are one DELETE, as creates are (see deletePlants). */
+  private readonly deletes: Batcher<DeleteRequest, boolean>;
+  private readonly events: PostgresEvents;
+  private listener: EventListener | undefined;
+  private readonly watchers = new Set<() => void>();
+
+  private dispatchPool: pg.Pool | undefined;
+
+  constructor(
+    private readonly pool: pg.Pool,
+    openDispatchPool?: () => pg.Pool,
+  ) {
+    this.events = new PostgresEvents(
+      pool,
+      openDispatchPool === undefined ? undefined : () => (this.dispatchPool ??= openDispatchPool()),
+    );
+    this.deletes = new Batcher(
+      WRITE_SLOTS,
+      MAX_BATCH,
+      (items) => this.deletePlants(items),
+      CONNECT_TIMEOUT_MS,
+      (sent) =>
+        new StoreUnavailableError(
+          sent
+            ? 'the database did not answer a sent delete in time: it may be done (a retry answers 404 then)'
+            : 'the database is not keeping up: a delete waited too long for it',
+        ),
+    );
     this.creates = new Batcher(
       WRITE_SLOTS,
       MAX_BATCH,
       (plants) => this.insertPlants(plants),
-      CONNECT_TIMEOUT_MS, // as long as a query may wait for a connection of the pool
-      () => new StoreUnavailableError('the database is not keeping up: a create waited too long for it'),
+      // Each create's deadline, from its arrival: as long as a query may wait for a connection.
+      CONNECT_TIMEOUT_MS,
+      (sent) =>
+        new StoreUnavailableError(
+          sent
+            ? 'the database did not answer a sent create in time: it may still be stored (an identical retry is safe)'
+            : 'the database is not keeping up: a create waited too long for it',
+        ),
     );
   }
 
@@ -225,6 +290,47 @@ export class PostgresStore implements Store {
     return result.rows.map(toPlant);
   }
 
+  /**
+   * One REPEATABLE READ, READ ONLY transaction on a connection of its own: every page is read from
+   * the snapshot its first query took, and writers are not blocked meanwhile (MVCC). Keyset pages,
+   * so only one page is held in memory.
+   */
+  async *snapshotPlants(pageSize: number): AsyncGenerator<readonly PlantRecord[]> {
+    let client: pg.PoolClient;
+    try {
+      client = await this.pool.connect();
+    } catch (error) {
+      throw classifyPostgresError(error);
+    }
+    let open = false;
+    let broken = false;
+    try {
+      await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
+      open = true;
+      let fromId = FIRST_ID;
+      for (;;) {
+        const { rows } = await client.query<PlantRow>({
+          name: 'listAll',
+          text: STATEMENTS.listAll,
+          values: [fromId, pageSize],
+        });
+        const page = rows.map(toPlant);
+        if (page.length > 0) yield page;
+        const last = page.at(-1);
+        if (page.length < pageSize || last === undefined || last.id === LAST_ID) break;
+        fromId = last.id + 1n;
+      }
+      await client.query('COMMIT');
+      open = false;
+    } catch (error) {
+      throw classifyPostgresError(error);
+    } finally {
+      // Failed, or the reader stopped early: the transaction ends before the connection goes back.
+      if (open) await client.query('ROLLBACK').catch(() => void (broken = true));
+      client.release(broken);
+    }
+  }
+
   /** One transaction: the insert, and the read of the plants that already held the other ids. */
   async insertBatch(plants: readonly PlantRecord[]): Promise<BatchResult> {
     // Only the first plant of each id is offered; every other is compared with the id's holder.
@@ -257,41 +363,49 @@ export class PostgresStore implements Store {
     return { inserted: insertedIds.size, unchanged, conflicts };
   }
 
-  private async transaction<T>(work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
-    let client: pg.PoolClient;
-    try {
-      client = await this.pool.connect();
-    } catch (error) {
-      throw classifyPostgresError(error);
-    }
-    try {
-      await client.query('BEGIN');
-      const result = await work(client);
-      await client.query('COMMIT');
-      return result;
-    } catch (error) {
-      await client.query('ROLLBACK').catch(() => {});
-      throw classifyPostgresError(error);
-    } finally {
-      client.release();
-    }
+  private transaction<T>(work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+    return inTransaction(this.pool, work);
   }
 
-  async deletePlant(id: bigint, owner: string | null): Promise<boolean> {
-    const result = owner === null ? await this.run('delete', [id]) : await this.run('deleteOwn', [id, owner]);
-    return result.rowCount === 1;
+  deletePlant(id: bigint, owner: string | null): Promise<boolean> {
+    return this.deletes.submit({ id, owner });
   }
 
+  /**
+   * One statement for a batch of deletes, as for creates: events commit in id order under one lock
+   * (postgres-statements.ts), so deletes sent one by one would each wait for the others' commits.
+   * The first delete of each id is offered; a later one of the same id goes in the next statement,
+   * and so sees the first one's outcome, as it would have one after the other.
+   */
+  private async deletePlants(items: readonly DeleteRequest[]): Promise<boolean[]> {
+    const results: boolean[] = [];
+    let pending = items.map((_, i) => i);
+    while (pending.length > 0) {
+      const offered = new Map<bigint, number>();
+      const later: number[] = [];
+      for (const i of pending) {
+        if (offered.has(items[i]!.id)) later.push(i);
+        else offered.set(items[i]!.id, i);
+      }
+      const batch = [...offered.values()].sort((a, b) => (items[a]!.id < items[b]!.id ? -1 : 1));
+      const gone = new Set(
+        (
+          await this.run<{ id: string }>('deleteBatch', [
+            batch.map((i) => items[i]!.id),
+            batch.map((i) => items[i]!.owner),
+          ])
+        ).rows.map((row) => BigInt(row.id)),
+      );
+      for (const i of batch) results[i] = gone.has(items[i]!.id);
+      pending = later;
+    }
+    return results;
+  }
+
+  /** Stamped with the database's clock: the lifetime asked for is kept, the issuing host's time is not. */
   async createToken(t: TokenRecord): Promise<void> {
-    await this.run('tokenInsert', [
-      t.id,
-      t.secretHash,
-      t.subject,
-      t.scopes.join(' '),
-      t.createdAt,
-      t.expiresAt,
-      t.revokedAt,
-    ]);
+    const lifetime = t.expiresAt === null ? null : t.expiresAt - t.createdAt;
+    await this.run('tokenInsert', [t.id, t.secretHash, t.subject, t.scopes.join(' '), lifetime]);
   }
 
   async findToken(id: string): Promise<TokenRecord | undefined> {
@@ -303,8 +417,88 @@ export class PostgresStore implements Store {
     return (await this.run<TokenRow>('tokenAll', [])).rows.map(toToken);
   }
 
-  async revokeToken(id: string, at: number): Promise<boolean> {
-    return (await this.run('tokenRevoke', [at, id])).rowCount === 1;
+  /** Stamped with the database's clock; `at` (the calling host's) is not trusted. */
+  async revokeToken(id: string, _at: number): Promise<boolean> {
+    return (await this.run('tokenRevoke', [id])).rowCount === 1;
+  }
+
+  // Events, webhooks and deliveries (postgres-events.ts).
+
+  readEvents(after: bigint, owner: string | null, limit: number): Promise<EventRecord[]> {
+    return this.events.readEvents(after, owner, limit);
+  }
+
+  eventHorizon(): Promise<bigint> {
+    return this.events.eventHorizon();
+  }
+
+  lastEventId(): Promise<bigint> {
+    return this.events.lastEventId();
+  }
+
+  pruneEvents(retentionMs: number, batch: number): Promise<number> {
+    return this.events.prune(retentionMs, batch);
+  }
+
+  /** LISTEN/NOTIFY on a connection of its own, opened while anyone watches: commits of every instance. */
+  watchEvents(listener: () => void): () => void {
+    this.watchers.add(listener);
+    this.listener ??= new EventListener(this.pool.options.connectionString ?? '', () => {
+      for (const watcher of this.watchers) watcher();
+    });
+    return () => {
+      this.watchers.delete(listener);
+      if (this.watchers.size === 0) {
+        void this.listener?.close();
+        this.listener = undefined;
+      }
+    };
+  }
+
+  createWebhook(webhook: WebhookRecord, max: number): Promise<boolean> {
+    return this.events.createWebhook(webhook, max);
+  }
+
+  listWebhooks(owner: string | null): Promise<WebhookRecord[]> {
+    return this.events.listWebhooks(owner);
+  }
+
+  deleteWebhook(id: string, owner: string | null): Promise<boolean> {
+    return this.events.deleteWebhook(id, owner);
+  }
+
+  enableWebhook(id: string, owner: string | null): Promise<boolean> {
+    return this.events.enableWebhook(id, owner);
+  }
+
+  listDeliveries(webhookId: string, owner: string | null, limit: number): Promise<DeliveryRecord[] | undefined> {
+    return this.events.listDeliveries(webhookId, owner, limit);
+  }
+
+  retryDelivery(webhookId: string, deliveryId: bigint, owner: string | null): Promise<boolean> {
+    return this.events.retryDelivery(webhookId, deliveryId, owner);
+  }
+
+  claimDeliveries(
+    holder: string,
+    leaseMs: number,
+    limit: number,
+    perWebhook: number,
+    busy: ReadonlyMap<string, number>,
+  ): Promise<ClaimedDelivery[]> {
+    return this.events.claim(holder, leaseMs, limit, perWebhook, busy);
+  }
+
+  recordAttempt(id: bigint, holder: string, outcome: AttemptOutcome): Promise<boolean> {
+    return this.events.recordAttempt(id, holder, outcome);
+  }
+
+  releaseLeases(holder: string): Promise<void> {
+    return this.events.releaseLeases(holder);
+  }
+
+  nextDueInMs(): Promise<number | null> {
+    return this.events.nextDueInMs();
   }
 
   async durabilityWarnings(): Promise<string[]> {
@@ -339,6 +533,10 @@ export class PostgresStore implements Store {
   }
 
   async close(): Promise<void> {
+    this.watchers.clear();
+    await this.listener?.close();
+    this.listener = undefined;
     if (!this.pool.ended) await this.pool.end();
+    if (this.dispatchPool !== undefined && !this.dispatchPool.ended) await this.dispatchPool.end();
   }
 }

@@ -2,16 +2,27 @@ import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import { TurnBatch } from './batcher.js';
-import { GroupCommit } from './group-commit.js';
+import { createdPayload, deletedPayload } from './event-payload.js';
+import { GroupCommit, isBusy } from './group-commit.js';
+import { SqliteEvents, prepareEventStatements } from './sqlite-events.js';
+import { snapshotPages } from './sqlite-snapshot.js';
 import { sqliteMigrations } from './migrations/sqlite.js';
 import { PageCache } from './page-cache.js';
+import { tracing, untraced } from '../system/tracing-hooks.js';
 import {
   type BatchResult,
   type CreateResult,
   type PlantPage,
+  type AttemptOutcome,
+  type ClaimedDelivery,
+  type DeliveryRecord,
+  type EventRecord,
   type PlantRecord,
   type Store,
+  StoreUnavailableError,
+  type WebhookRecord,
   type TokenRecord,
+  FIRST_ID,
   samePlant,
 } from './store.js';
 
@@ -42,11 +53,27 @@ const toToken = (row: TokenRow): TokenRecord => ({
   revokedAt: row.revoked_at,
 });
 
+export interface SqliteOptions {
+  /**
+   * How a statement waits for another connection's lock. 'block' (the CLI's commands): SQLite's
+   * busy_timeout, up to 5 s, blocking the thread. 'event-loop' (the server): no statement ever
+   * waits inside SQLite, since better-sqlite3 is synchronous and a wait there would freeze every
+   * request; writes retry from the event loop instead (GroupCommit), and a read that meets a lock
+   * fails as unavailable (503). Migrations wait either way: they run before the server listens.
+   */
+  readonly locks?: 'block' | 'event-loop';
+  /** How long a server's write may wait for the write lock (GroupCommit); 3 s, as a create on PostgreSQL. */
+  readonly lockWaitMs?: number;
+}
+
+const BUSY_TIMEOUT_MS = 5000;
+
 /** Opens (creating when missing) a SQLite store with the durability the contract needs. */
-export function openSqlite(path: string): SqliteStore {
+export function openSqlite(path: string, { locks = 'block', lockWaitMs }: SqliteOptions = {}): SqliteStore {
   if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
   const db = new Database(path);
-  db.pragma('busy_timeout = 5000');
+  tracing.current?.instrumentSqlite(db); // a span per statement when tracing is on (docs/tracing.md)
+  db.pragma(`busy_timeout = ${locks === 'event-loop' ? 0 : BUSY_TIMEOUT_MS}`);
   if (path !== ':memory:') {
     db.pragma('journal_mode = WAL');
     if (db.pragma('journal_mode', { simple: true }) !== 'wal') throw new Error(`could not put ${path} in WAL mode`);
@@ -54,7 +81,16 @@ export function openSqlite(path: string): SqliteStore {
   // FULL: in WAL mode every commit is fsynced before it returns, so a 200 survives power loss.
   db.pragma('synchronous = FULL');
   if (db.pragma('synchronous', { simple: true }) !== 2) throw new Error('could not set synchronous=FULL');
-  return new SqliteStore(db);
+  return new SqliteStore(db, locks === 'event-loop' ? { lockWaitMs: lockWaitMs ?? 3000 } : undefined);
+}
+
+/** A statement that met another connection's lock is a database that cannot serve now: 503, not 500. */
+function unavailableWhenBusy<T>(read: () => T): T {
+  try {
+    return read();
+  } catch (error) {
+    throw isBusy(error) ? new StoreUnavailableError('the database is locked', { cause: error }) : error;
+  }
 }
 
 export class SqliteStore implements Store {
@@ -67,9 +103,21 @@ export class SqliteStore implements Store {
   /** At most this many cached rows: a few megabytes. */
   private readonly pages = new PageCache<PlantRow>(50_000);
 
-  constructor(private readonly db: Database.Database) {
-    this.writes = new GroupCommit(db);
+  /** `nonBlocking`: the server's connection, whose statements never wait inside SQLite for a lock. */
+  constructor(
+    private readonly db: Database.Database,
+    private readonly nonBlocking?: { readonly lockWaitMs: number },
+  ) {
+    this.writes = new GroupCommit(db, nonBlocking);
+    this.leases = new GroupCommit(db, { ...nonBlocking, durable: false });
   }
+
+  /**
+   * The dispatcher's own writes (leases, attempts' records): a crash may lose the last of them
+   * without harm, as a lost lease runs out and a lost record means the delivery is sent again
+   * (at least once), so they are not fsynced each; the next durable commit syncs them too.
+   */
+  private readonly leases: GroupCommit;
 
   // Prepared once, after migrations created the tables.
   private prepare() {
@@ -84,8 +132,8 @@ export class SqliteStore implements Store {
       listTag: list('tag = ? AND'),
       listOwner: list('owner = ? AND'),
       listOwnerTag: list('owner = ? AND tag = ? AND'),
-      delete: plants('DELETE FROM plants WHERE id = ?'),
-      deleteOwn: plants('DELETE FROM plants WHERE id = ? AND owner = ?'),
+      delete: plants('DELETE FROM plants WHERE id = ? RETURNING owner').pluck(),
+      deleteOwn: plants('DELETE FROM plants WHERE id = ? AND owner = ? RETURNING owner').pluck(),
       dataVersion: db.prepare('PRAGMA data_version').pluck(),
       count: db.prepare('SELECT count(*) FROM plants').pluck(),
       tokenInsert: db.prepare(
@@ -102,6 +150,27 @@ export class SqliteStore implements Store {
     return this.statements;
   }
 
+  private eventStore: SqliteEvents | undefined;
+  private get events(): SqliteEvents {
+    this.eventStore ??= new SqliteEvents(prepareEventStatements(this.db));
+    return this.eventStore;
+  }
+
+  private readonly watchers = new Set<() => void>();
+  private wakeScheduled = false;
+  private watchTimer: NodeJS.Timeout | undefined;
+  private seenVersion: unknown;
+
+  /** After the group commit that wrote them (a later turn), the watchers learn of new events. */
+  private eventsWritten(): void {
+    if (this.wakeScheduled || this.watchers.size === 0) return;
+    this.wakeScheduled = true;
+    setImmediate(() => {
+      this.wakeScheduled = false;
+      for (const watcher of this.watchers) watcher();
+    });
+  }
+
   migrate(): Promise<number[]> {
     const db = this.db;
     db.exec(
@@ -115,16 +184,25 @@ export class SqliteStore implements Store {
       db.prepare('INSERT INTO schema_migrations VALUES (?, ?, ?)').run(m.version, m.name, Date.now());
       applied.push(m.version);
     });
-    for (const m of sqliteMigrations) step.immediate(m);
+    // Migrations run before the server listens, so they may wait for another process's lock.
+    if (this.nonBlocking) db.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
+    try {
+      for (const m of sqliteMigrations) step.immediate(m);
+    } finally {
+      if (this.nonBlocking) db.pragma('busy_timeout = 0');
+    }
     return Promise.resolve(applied);
   }
 
   createPlant(plant: PlantRecord): Promise<CreateResult> {
     const { insert, byId } = this.sql;
-    // Inside one transaction the holder cannot vanish between the two statements.
+    // Inside one transaction the holder cannot vanish between the two statements, and the event
+    // commits with the plant or not at all.
     return this.writes.run((): CreateResult => {
       if (insert.run(plant.id, plant.owner, plant.name, plant.tag).changes === 1) {
+        this.events.record('plant.created', plant.owner, plant.id, createdPayload(plant));
         this.pages.invalidate(plant.owner);
+        this.eventsWritten();
         return { created: true };
       }
       return { created: false, existing: byId.get(plant.id) as PlantRow };
@@ -136,8 +214,10 @@ export class SqliteStore implements Store {
   }
 
   private readPages(pages: readonly PlantPage[]): Array<readonly PlantRecord[]> {
-    this.pages.check(this.sql.dataVersion.get()); // another connection committed: every page may be stale
-    return pages.map((page) => this.readPage(page));
+    return unavailableWhenBusy(() => {
+      this.pages.check(this.sql.dataVersion.get()); // another connection committed: every page may be stale
+      return pages.map((page) => this.readPage(page));
+    });
   }
 
   private readPage({ owner, tag, fromId, limit }: PlantPage): readonly PlantRecord[] {
@@ -158,6 +238,19 @@ export class SqliteStore implements Store {
     return rows;
   }
 
+  /**
+   * A file is read on a connection of its own, in one read transaction (sqlite-snapshot.ts). An
+   * in-memory database has no second connection, and no other process writes it: it is read whole,
+   * in one synchronous statement, which nothing can interleave with.
+   */
+  snapshotPlants(pageSize: number): AsyncIterable<readonly PlantRecord[]> {
+    if (!this.db.memory) return snapshotPages(this.db.name, pageSize);
+    const rows = this.sql.listAll.all(FIRST_ID, -1) as PlantRow[]; // LIMIT -1: no limit
+    return (async function* () {
+      for (let at = 0; at < rows.length; at += pageSize) yield rows.slice(at, at + pageSize);
+    })();
+  }
+
   insertBatch(plants: readonly PlantRecord[]): Promise<BatchResult> {
     return Promise.resolve(this.batch(plants));
   }
@@ -171,8 +264,10 @@ export class SqliteStore implements Store {
     this.db
       .transaction(() => {
         for (const plant of plants) {
-          if (insert.run(plant.id, plant.owner, plant.name, plant.tag).changes === 1) inserted += 1;
-          else if (samePlant(byId.get(plant.id) as PlantRow, plant)) unchanged += 1;
+          if (insert.run(plant.id, plant.owner, plant.name, plant.tag).changes === 1) {
+            this.events.record('plant.created', plant.owner, plant.id, createdPayload(plant));
+            inserted += 1;
+          } else if (samePlant(byId.get(plant.id) as PlantRow, plant)) unchanged += 1;
           else conflicts.push(plant);
         }
       })
@@ -184,8 +279,11 @@ export class SqliteStore implements Store {
   deletePlant(id: bigint, owner: string | null): Promise<boolean> {
     const { delete: remove, deleteOwn } = this.sql;
     return this.writes.run(() => {
-      if ((owner === null ? remove.run(id) : deleteOwn.run(id, owner)).changes === 0) return false;
+      const deleted = (owner === null ? remove.get(id) : deleteOwn.get(id, owner)) as string | undefined;
+      if (deleted === undefined) return false;
+      this.events.record('plant.deleted', deleted, id, deletedPayload(id));
       this.pages.invalidate(owner); // null: an admin's delete, whose owner is not known here
+      this.eventsWritten();
       return true;
     });
   }
@@ -196,7 +294,7 @@ export class SqliteStore implements Store {
   }
 
   findToken(id: string): Promise<TokenRecord | undefined> {
-    const row = this.sql.tokenById.get(id) as TokenRow | undefined;
+    const row = unavailableWhenBusy(() => this.sql.tokenById.get(id) as TokenRow | undefined);
     return Promise.resolve(row && toToken(row));
   }
 
@@ -206,6 +304,100 @@ export class SqliteStore implements Store {
 
   revokeToken(id: string, at: number): Promise<boolean> {
     return Promise.resolve(this.sql.tokenRevoke.run(at, id).changes === 1);
+  }
+
+  // Events, webhooks and deliveries: reads answer from the connection at once; writes go through
+  // the group commit, so none of them waits inside SQLite for another process's lock.
+
+  readEvents(after: bigint, owner: string | null, limit: number): Promise<EventRecord[]> {
+    return Promise.resolve(unavailableWhenBusy(() => this.events.readEvents(after, owner, limit)));
+  }
+
+  eventHorizon(): Promise<bigint> {
+    return Promise.resolve(unavailableWhenBusy(() => this.events.eventHorizon()));
+  }
+
+  lastEventId(): Promise<bigint> {
+    return Promise.resolve(unavailableWhenBusy(() => this.events.lastEventId()));
+  }
+
+  pruneEvents(retentionMs: number, batch: number): Promise<number> {
+    return this.writes.run(() => this.events.prune(retentionMs, batch));
+  }
+
+  /**
+   * Calls `listener` when events may have committed: at once after this process's own commits,
+   * and within `pollMs` after another connection's (PRAGMA data_version, checked only while
+   * someone watches). Answers the function that stops watching.
+   */
+  watchEvents(listener: () => void, pollMs = 100): () => void {
+    this.watchers.add(listener);
+    this.watchTimer ??= untraced(() =>
+      setInterval(() => {
+        let version: unknown;
+        try {
+          version = this.sql.dataVersion.get();
+        } catch {
+          return; // a lock or a closed database: the next tick tries again
+        }
+        if (version === this.seenVersion) return;
+        this.seenVersion = version;
+        for (const watcher of this.watchers) watcher();
+      }, pollMs).unref(),
+    );
+    return () => {
+      this.watchers.delete(listener);
+      if (this.watchers.size === 0 && this.watchTimer) {
+        clearInterval(this.watchTimer);
+        this.watchTimer = undefined;
+      }
+    };
+  }
+
+  createWebhook(webhook: WebhookRecord, max: number): Promise<boolean> {
+    return this.writes.run(() => this.events.createWebhook(webhook, max));
+  }
+
+  listWebhooks(owner: string | null): Promise<WebhookRecord[]> {
+    return Promise.resolve(unavailableWhenBusy(() => this.events.listWebhooks(owner)));
+  }
+
+  deleteWebhook(id: string, owner: string | null): Promise<boolean> {
+    return this.writes.run(() => this.events.deleteWebhook(id, owner));
+  }
+
+  enableWebhook(id: string, owner: string | null): Promise<boolean> {
+    return this.writes.run(() => this.events.enableWebhook(id, owner));
+  }
+
+  listDeliveries(webhookId: string, owner: string | null, limit: number): Promise<DeliveryRecord[] | undefined> {
+    return Promise.resolve(unavailableWhenBusy(() => this.events.listDeliveries(webhookId, owner, limit)));
+  }
+
+  retryDelivery(webhookId: string, deliveryId: bigint, owner: string | null): Promise<boolean> {
+    return this.writes.run(() => this.events.retryDelivery(webhookId, deliveryId, owner));
+  }
+
+  claimDeliveries(
+    holder: string,
+    leaseMs: number,
+    limit: number,
+    perWebhook: number,
+    busy: ReadonlyMap<string, number>,
+  ): Promise<ClaimedDelivery[]> {
+    return this.leases.run(() => this.events.claim(holder, leaseMs, limit, perWebhook, busy));
+  }
+
+  recordAttempt(id: bigint, holder: string, outcome: AttemptOutcome): Promise<boolean> {
+    return this.leases.run(() => this.events.recordAttempt(id, holder, outcome));
+  }
+
+  releaseLeases(holder: string): Promise<void> {
+    return this.leases.run(() => this.events.releaseLeases(holder));
+  }
+
+  nextDueInMs(): Promise<number | null> {
+    return Promise.resolve(unavailableWhenBusy(() => this.events.nextDueInMs()));
   }
 
   durabilityWarnings(): Promise<string[]> {
@@ -226,6 +418,9 @@ export class SqliteStore implements Store {
   }
 
   close(): Promise<void> {
+    if (this.watchTimer) clearInterval(this.watchTimer);
+    this.watchTimer = undefined;
+    this.watchers.clear();
     if (this.db.open) this.db.close();
     return Promise.resolve();
   }

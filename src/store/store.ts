@@ -41,7 +41,17 @@ export interface PlantStore {
   deletePlant(id: bigint, owner: string | null): Promise<boolean>;
   /** Stores a batch in one transaction, never overwriting: what `plant-store import` uses. */
   insertBatch(plants: readonly PlantRecord[]): Promise<BatchResult>;
+  /**
+   * Every plant in id order, `pageSize` at a time, all read from one snapshot: the store as it was
+   * at one instant, whatever commits while the pages are read (writers are not blocked meanwhile).
+   * What `plant-store export` uses (issue 5 of the operations issue).
+   */
+  snapshotPlants(pageSize: number): AsyncIterable<readonly PlantRecord[]>;
 }
+
+/** The smallest and the largest plant id (int64): where a walk through every plant starts and stops. */
+export const FIRST_ID = -(2n ** 63n);
+export const LAST_ID = 2n ** 63n - 1n;
 
 /** Whether two records are the same plant, owner included. */
 export const samePlant = (a: PlantRecord, b: PlantRecord): boolean =>
@@ -56,7 +66,13 @@ export interface TokenRecord {
   readonly scopes: readonly string[];
   readonly createdAt: number;
   readonly expiresAt: number | null;
+  /** When the token was revoked; any value means revoked, whatever any clock says (issue 13). */
   readonly revokedAt: number | null;
+  /**
+   * The store's clock when this record was read, where the store keeps time itself (PostgreSQL:
+   * the database's clock stamps creation, expiry and revocation). Expiry is judged on that clock.
+   */
+  readonly readAt?: number;
 }
 
 export interface TokenStore {
@@ -67,7 +83,132 @@ export interface TokenStore {
   revokeToken(id: string, at: number): Promise<boolean>;
 }
 
-export interface Store extends PlantStore, TokenStore {
+// Events (interface 1.1.0): written in the same transaction as the change they record.
+
+export type EventType = 'plant.created' | 'plant.deleted';
+export const EVENT_TYPES: readonly EventType[] = ['plant.created', 'plant.deleted'];
+
+export interface EventRecord {
+  /** Orders events: a reader resuming after id N never misses an event committed later. */
+  readonly id: bigint;
+  readonly type: EventType;
+  /** The plant's owner: who may see the event (and every plants:admin). */
+  readonly owner: string;
+  /** The JSON payload exactly as sent (ids beyond 2^53 as written). */
+  readonly payload: string;
+  readonly createdAt: number;
+}
+
+export interface EventStore {
+  /** Events after `after`, in id order, of `owner`'s plants (null: every plant's), at most `limit`. */
+  readEvents(after: bigint, owner: string | null, limit: number): Promise<EventRecord[]>;
+  /** The newest event id pruned so far (0 when none): resuming after an older id cannot be exact. */
+  eventHorizon(): Promise<bigint>;
+  /** The newest event id (0 when none). */
+  lastEventId(): Promise<bigint>;
+  /**
+   * Deletes up to `batch` events, and up to `batch` delivery records, created more than
+   * `retentionMs` ago by the store's clock; answers how many rows went.
+   */
+  pruneEvents(retentionMs: number, batch: number): Promise<number>;
+  /**
+   * Calls `listener` whenever events may have committed (by this process, or another where the
+   * engine can tell); it then reads what is new. Answers the function that stops watching.
+   */
+  watchEvents(listener: () => void): () => void;
+}
+
+export type WebhookStatus = 'active' | 'disabled';
+
+export interface WebhookRecord {
+  readonly id: string;
+  readonly owner: string;
+  /** Created by a plants:admin caller: receives every plant's events, not only the owner's. */
+  readonly allPlants: boolean;
+  readonly url: string;
+  readonly events: readonly EventType[];
+  readonly status: WebhookStatus;
+  /** The signing secret as stored (sealed when SECRETS_KEY is set). */
+  readonly secret: string;
+  readonly createdAt: number;
+}
+
+export type DeliveryStatus = 'pending' | 'delivered' | 'failed';
+
+export interface DeliveryRecord {
+  readonly id: bigint;
+  readonly webhookId: string;
+  readonly eventId: bigint;
+  readonly type: EventType;
+  readonly status: DeliveryStatus;
+  readonly attempts: number;
+  readonly lastStatus: number | null;
+  readonly lastError: string | null;
+  readonly nextAttemptAt: number | null;
+  readonly createdAt: number;
+}
+
+/** A delivery a dispatcher holds a lease on, with what it needs to send it. */
+export interface ClaimedDelivery {
+  readonly id: bigint;
+  readonly eventId: bigint;
+  readonly type: EventType;
+  readonly attempts: number;
+  readonly payload: string;
+  readonly webhook: Pick<WebhookRecord, 'id' | 'url' | 'secret'>;
+}
+
+/** What one attempt decided, recorded only while the dispatcher still holds the lease. */
+export interface AttemptOutcome {
+  readonly status: DeliveryStatus;
+  readonly lastStatus: number | null;
+  readonly lastError: string | null;
+  /** For a delivery still pending: when to try again, from now by the store's clock. */
+  readonly retryInMs: number | null;
+  /** A 2xx: the webhook's failure streak ends. Otherwise it starts (or goes on). */
+  readonly healthy: boolean;
+  /** Disables the webhook at once, saying why (a 410). */
+  readonly disable: string | null;
+  /** Disables the webhook once it has failed every attempt for this long (CONTRACT.md: 5 days). */
+  readonly disableWhenFailingForMs: number;
+}
+
+export interface WebhookStore {
+  /** Stores the webhook unless its owner already has `max`; false then. */
+  createWebhook(webhook: WebhookRecord, max: number): Promise<boolean>;
+  /** The owner's webhooks (null: everyone's), oldest first. */
+  listWebhooks(owner: string | null): Promise<WebhookRecord[]>;
+  /** False when there is no such webhook of this owner (null: of anyone). Its deliveries go with it. */
+  deleteWebhook(id: string, owner: string | null): Promise<boolean>;
+  /** Active again, its failure streak forgotten; false when there is no such webhook of this owner. */
+  enableWebhook(id: string, owner: string | null): Promise<boolean>;
+  /** Newest first; undefined when there is no such webhook of this owner. */
+  listDeliveries(webhookId: string, owner: string | null, limit: number): Promise<DeliveryRecord[] | undefined>;
+  /** Pending again and due now (same webhook-id); false when there is no such delivery. */
+  retryDelivery(webhookId: string, deliveryId: bigint, owner: string | null): Promise<boolean>;
+  /**
+   * Leases up to `limit` due deliveries of active webhooks for `leaseMs` (store clock), skipping
+   * any another dispatcher holds; at most `perWebhook` of one webhook, minus those `busy` counts.
+   */
+  claimDeliveries(
+    holder: string,
+    leaseMs: number,
+    limit: number,
+    perWebhook: number,
+    busy: ReadonlyMap<string, number>,
+  ): Promise<ClaimedDelivery[]>;
+  /** Records an attempt; false when the lease was lost (another dispatcher took over). */
+  recordAttempt(id: bigint, holder: string, outcome: AttemptOutcome): Promise<boolean>;
+  /** Gives back the leases `holder` still has (a draining dispatcher): due again at once. */
+  releaseLeases(holder: string): Promise<void>;
+  /**
+   * Milliseconds until the next pending delivery that no dispatcher holds is due (0: now), or null
+   * when there is none (a dispatcher still looks every second, for leases that run out).
+   */
+  nextDueInMs(): Promise<number | null>;
+}
+
+export interface Store extends PlantStore, TokenStore, EventStore, WebhookStore {
   readonly engine: 'sqlite' | 'postgres';
   /** Applies pending schema migrations; answers the versions it applied. */
   migrate(): Promise<number[]>;

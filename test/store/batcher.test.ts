@@ -1,10 +1,15 @@
 import assert from 'node:assert/strict';
-import { test } from 'node:test';
+import { type TestContext, test } from 'node:test';
 import { Batcher, Coalescer, TurnBatch } from '../../src/store/batcher.js';
 
-/** A batcher whose batches finish only when the test says so. */
+type Outcome = Error | ReadonlyArray<string | Promise<string>>;
+
+/**
+ * A batcher whose batches finish only when the test says so: each item answered in upper case,
+ * or the batch failing with an Error, or the outputs given.
+ */
 function controlled(slots: number, maxBatch = 100, maxWaitMs = 60_000) {
-  const batches: Array<{ items: readonly string[]; finish: (fail?: Error) => void }> = [];
+  const batches: Array<{ items: readonly string[]; finish: (outcome?: Outcome) => void }> = [];
   const batcher = new Batcher<string, string>(
     slots,
     maxBatch,
@@ -12,12 +17,13 @@ function controlled(slots: number, maxBatch = 100, maxWaitMs = 60_000) {
       return new Promise((resolve, reject) => {
         batches.push({
           items,
-          finish: (fail) => (fail ? reject(fail) : resolve(items.map((item) => item.toUpperCase()))),
+          finish: (outcome) =>
+            outcome instanceof Error ? reject(outcome) : resolve(outcome ?? items.map((item) => item.toUpperCase())),
         });
       });
     },
     maxWaitMs,
-    () => new Error('waited too long'),
+    (sent) => new Error(sent ? 'no answer in time: outcome unknown' : 'waited too long'),
   );
   return { batcher, batches };
 }
@@ -87,16 +93,67 @@ test('a failed batch fails each of its items and frees its slot for the next', a
 
 test('an item that waits too long for a slot fails, and the batcher goes on once the slot frees', async () => {
   const { batcher, batches } = controlled(1, 100, 30);
-  const stuck = batcher.submit('a'); // its work never ends (a database that stopped answering)
-  const waiting = [batcher.submit('b'), batcher.submit('c')];
-  for (const item of waiting) await assert.rejects(item, /waited too long/);
+  // Its work does not end in time (a database that stopped answering): it fails too, outcome unknown.
+  const stuck = batcher.submit('a').then(
+    (value) => `answered ${value}`,
+    (error: Error) => error.message,
+  );
+  const waiting = ['b', 'c'].map((item) => assert.rejects(batcher.submit(item), /waited too long/));
+  await Promise.all(waiting);
   assert.equal(batches.length, 1, 'nothing that timed out was run');
-  batches[0]!.finish();
-  assert.equal(await stuck, 'A');
+  batches[0]!.finish(); // too late: a was answered at its deadline
+  assert.equal(await stuck, 'no answer in time: outcome unknown');
   const next = batcher.submit('d');
   await turn();
   batches[1]!.finish();
   assert.equal(await next, 'D');
+});
+
+/**
+ * Mocked time (issue 13): setTimeout, Date and performance.now move only when the test ticks.
+ * `advanceTo` ticks a millisecond at a time and lets promises settle after each, so an item's
+ * failure is recorded at the very millisecond its timer fired.
+ */
+function mockedTime(t: TestContext) {
+  t.mock.timers.enable({ apis: ['setTimeout', 'Date'] });
+  t.mock.method(performance, 'now', () => Date.now());
+  const start = Date.now();
+  /** Each watched item's answer, and when it came (ms after the start). */
+  const answers = new Map<string, { at: number; value?: string; error?: string }>();
+  return {
+    answers,
+    failedAt: (item: string): number | undefined => (answers.get(item)?.error ? answers.get(item)!.at : undefined),
+    watch: (item: string, answer: Promise<string>): void => {
+      answer.then(
+        (value) => answers.set(item, { at: Date.now() - start, value }),
+        (error: Error) => answers.set(item, { at: Date.now() - start, error: error.message }),
+      );
+    },
+    advanceTo: async (ms: number): Promise<void> => {
+      while (Date.now() - start < ms) {
+        t.mock.timers.tick(1);
+        await turn();
+      }
+    },
+  };
+}
+
+test('each waiting item fails at its own deadline, not at a check armed for an earlier item', async (t) => {
+  const time = mockedTime(t);
+  const { batcher, batches } = controlled(1, 100, 3000);
+  time.watch('a', batcher.submit('a')); // holds the only slot
+  time.watch('b', batcher.submit('b'));
+  await time.advanceTo(1000);
+  time.watch('c', batcher.submit('c'));
+  await time.advanceTo(2500);
+  time.watch('d', batcher.submit('d'));
+  await time.advanceTo(7000);
+  assert.deepEqual(
+    ['b', 'c', 'd'].map((item) => time.failedAt(item)),
+    [3000, 4000, 5500],
+    'each one 3 s after it came',
+  );
+  assert.equal(batches.length, 1, 'nothing that timed out was run');
 });
 
 test('an item answered with a rejected promise fails alone; the rest of its batch succeeds', async () => {
@@ -199,4 +256,27 @@ test('TurnBatch: work that throws fails every item of its turn, and the next tur
   for (const item of doomed) await assert.rejects(item, /database is locked/);
   fail = false;
   assert.equal(await batch.submit(3), 3);
+});
+
+test('an item of a sent batch fails at its own deadline (outcome unknown); the batch keeps its slot until it ends', async (t) => {
+  const time = mockedTime(t);
+  const { batcher, batches } = controlled(1, 100, 3000);
+  time.watch('a', batcher.submit('a')); // sent at once, alone
+  await time.advanceTo(1000);
+  time.watch('b', batcher.submit('b')); // waits for the slot
+  await time.advanceTo(3500);
+  assert.deepEqual(time.answers.get('a'), { at: 3000, error: 'no answer in time: outcome unknown' });
+  assert.equal(time.answers.has('b'), false, 'b still has until 4000');
+  assert.equal(batches.length, 1, 'the slot is busy until the batch ends');
+  // The batch ends late, with a failure for a: nobody is left to hear it, and it is no unhandled rejection.
+  batches[0]!.finish([Promise.reject(new Error('late failure'))]);
+  await time.advanceTo(3600);
+  assert.deepEqual(
+    batches.map((batch) => batch.items),
+    [['a'], ['b']],
+  );
+  batches[1]!.finish();
+  await time.advanceTo(3700);
+  assert.equal(time.answers.get('b')?.value, 'B', 'b was sent when the slot freed, before its deadline');
+  assert.equal(time.answers.get('a')!.at, 3000, 'a was answered once');
 });

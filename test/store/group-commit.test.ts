@@ -67,3 +67,80 @@ test('a write is committed before it is answered: another connection sees it at 
   await Promise.all(pending);
   assert.equal(count(), 50);
 });
+
+// Issue 13: another connection's write lock must never freeze the event loop.
+
+/** A second connection on the file that holds the write lock until released. */
+function holdWriteLock(path: string): { release(): void } {
+  const holder = new Database(path);
+  holder.exec('BEGIN IMMEDIATE');
+  return {
+    release: () => {
+      if (holder.inTransaction) holder.exec('ROLLBACK');
+      holder.close();
+    },
+  };
+}
+
+test('while another connection holds the write lock, reads are answered and a write waits without blocking, then commits', async (t) => {
+  const path = join(dir, 'held.db');
+  const store = openSqlite(path, { locks: 'event-loop', lockWaitMs: 10_000 });
+  t.after(() => store.close());
+  await store.migrate();
+  await store.createPlant(plant(1n, 'alice', 'fern'));
+  const lock = holdWriteLock(path);
+  t.after(() => lock.release());
+
+  const settled: string[] = [];
+  const write = store.createPlant(plant(2n, 'alice', 'moss')).then((result) => {
+    settled.push('write');
+    return result;
+  });
+  // With a blocking busy_timeout the write would hold the thread, and this read would wait for it.
+  const rows = await store.listPlants({ owner: 'alice', tag: null, fromId: -(2n ** 63n), limit: 10 });
+  settled.push('read');
+  assert.deepEqual(
+    rows.map((r) => r.name),
+    ['fern'],
+  );
+  // The event loop turns: timers fire while the write waits for the lock.
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  assert.deepEqual(settled, ['read'], 'the write is still waiting for the lock');
+  lock.release();
+  assert.deepEqual(await write, { created: true });
+  assert.deepEqual(settled, ['read', 'write']);
+  const after = await store.listPlants({ owner: 'alice', tag: null, fromId: -(2n ** 63n), limit: 10 });
+  assert.deepEqual(
+    after.map((r) => r.name),
+    ['fern', 'moss'],
+  );
+});
+
+test('a write that cannot get the lock within its wait fails as unavailable (a 503), storing nothing, and each write keeps its own deadline', async (t) => {
+  const path = join(dir, 'timeout.db');
+  const store = openSqlite(path, { locks: 'event-loop', lockWaitMs: 200 });
+  t.after(() => store.close());
+  await store.migrate();
+  const lock = holdWriteLock(path);
+  t.after(() => lock.release());
+
+  const first = store.createPlant(plant(1n, 'alice', 'fern'));
+  await new Promise((resolve) => setTimeout(resolve, 100));
+  const second = store.deletePlant(1n, 'alice');
+  await assert.rejects(first, (error: Error) => error.name === 'StoreUnavailableError');
+  // The later write is still within its own wait when the first fails: released now, it commits.
+  lock.release();
+  assert.equal(await second, false); // committed, and it found nothing: the first create stored nothing
+  const rows = await store.listPlants({ owner: null, tag: null, fromId: -(2n ** 63n), limit: 10 });
+  assert.deepEqual(rows, []);
+});
+
+test('the CLI keeps SQLite waiting for a lock (busy_timeout); the server never waits inside SQLite', (t) => {
+  const cli = openSqlite(join(dir, 'modes.db'));
+  const server = openSqlite(join(dir, 'modes.db'), { locks: 'event-loop' });
+  t.after(() => Promise.all([cli.close(), server.close()]));
+  const timeout = (store: unknown) =>
+    ((store as { db: Database.Database }).db.pragma('busy_timeout', { simple: true }) as number) ?? 0;
+  assert.equal(timeout(cli), 5000);
+  assert.equal(timeout(server), 0);
+});

@@ -27,4 +27,59 @@ export const postgresMigrations: readonly Migration[] = [
       );
     `,
   },
+  {
+    version: 2,
+    name: 'events, webhooks and deliveries',
+    sql: `
+      -- Event ids are taken while holding an advisory lock that the transaction keeps until it
+      -- commits (postgres-statements.ts), so events commit in id order: a bigserial alone hands out
+      -- ids before commit, and a reader could pass an id whose transaction commits later.
+      CREATE TABLE events (
+        id         BIGSERIAL PRIMARY KEY,
+        type       TEXT NOT NULL,
+        owner      TEXT NOT NULL,
+        plant_id   BIGINT NOT NULL,
+        payload    TEXT NOT NULL,
+        created_at BIGINT NOT NULL
+      );
+      CREATE INDEX events_owner_id ON events (owner, id);
+      CREATE INDEX events_created_at ON events (created_at);
+
+      CREATE TABLE webhooks (
+        id              TEXT PRIMARY KEY,
+        owner           TEXT NOT NULL,
+        all_plants      BOOLEAN NOT NULL,
+        url             TEXT NOT NULL,
+        events          TEXT NOT NULL,
+        status          TEXT NOT NULL,
+        secret          TEXT NOT NULL,
+        created_at      BIGINT NOT NULL,
+        failing_since   BIGINT,
+        disabled_reason TEXT
+      );
+      CREATE INDEX webhooks_owner ON webhooks (owner, created_at);
+
+      CREATE TABLE deliveries (
+        id              BIGSERIAL PRIMARY KEY,
+        webhook_id      TEXT NOT NULL REFERENCES webhooks (id) ON DELETE CASCADE,
+        event_id        BIGINT NOT NULL,
+        type            TEXT NOT NULL,
+        status          TEXT NOT NULL,
+        attempts        INTEGER NOT NULL,
+        last_status     INTEGER,
+        last_error      TEXT,
+        next_attempt_at BIGINT,
+        lease_until     BIGINT,
+        lease_owner     TEXT,
+        created_at      BIGINT NOT NULL
+      );
+      CREATE INDEX deliveries_due ON deliveries (next_attempt_at) WHERE status = 'pending';
+      CREATE INDEX deliveries_due_by_webhook ON deliveries (webhook_id, next_attempt_at, id) WHERE status = 'pending';
+      CREATE INDEX deliveries_webhook ON deliveries (webhook_id, id);
+      CREATE INDEX deliveries_created_at ON deliveries (created_at);
+
+      CREATE TABLE event_horizon (one INTEGER PRIMARY KEY CHECK (one = 1), pruned_through BIGINT NOT NULL);
+      INSERT INTO event_horizon VALUES (1, 0);
+    `,
+  },
 ];

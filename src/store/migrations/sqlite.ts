@@ -27,4 +27,59 @@ export const sqliteMigrations: readonly Migration[] = [
       ) STRICT;
     `,
   },
+  {
+    version: 2,
+    name: 'events, webhooks and deliveries',
+    sql: `
+      -- AUTOINCREMENT: an id is never used twice, even after the newest events are pruned, so a
+      -- reader resuming after id N can trust that every later event has a larger id.
+      CREATE TABLE events (
+        id         INTEGER PRIMARY KEY AUTOINCREMENT,
+        type       TEXT NOT NULL,            -- plant.created | plant.deleted
+        owner      TEXT NOT NULL,            -- the plant's owner: who may see the event
+        plant_id   INTEGER NOT NULL,
+        payload    TEXT NOT NULL,            -- the JSON sent, exactly (ids beyond 2^53 as written)
+        created_at INTEGER NOT NULL          -- milliseconds since the epoch
+      ) STRICT;
+      CREATE INDEX events_owner_id ON events (owner, id);
+      CREATE INDEX events_created_at ON events (created_at);
+
+      CREATE TABLE webhooks (
+        id            TEXT PRIMARY KEY,
+        owner         TEXT NOT NULL,
+        all_plants    INTEGER NOT NULL,      -- 1: created with plants:admin, sees every plant's events
+        url           TEXT NOT NULL,
+        events        TEXT NOT NULL,         -- space-separated event types
+        status        TEXT NOT NULL,         -- active | disabled
+        secret        TEXT NOT NULL,         -- sealed with SECRETS_KEY when set (webhooks/secret-box.ts)
+        created_at    INTEGER NOT NULL,
+        failing_since INTEGER,               -- the first failed attempt since the last success
+        disabled_reason TEXT
+      ) STRICT;
+      CREATE INDEX webhooks_owner ON webhooks (owner, created_at);
+
+      CREATE TABLE deliveries (
+        id              INTEGER PRIMARY KEY AUTOINCREMENT,
+        webhook_id      TEXT NOT NULL,       -- no foreign key: deleting a webhook deletes its deliveries in the same transaction, and the check cost every create 3 µs
+        event_id        INTEGER NOT NULL,
+        type            TEXT NOT NULL,
+        status          TEXT NOT NULL,       -- pending | delivered | failed
+        attempts        INTEGER NOT NULL,
+        last_status     INTEGER,
+        last_error      TEXT,
+        next_attempt_at INTEGER,             -- null once delivered or failed
+        lease_until     INTEGER,             -- a dispatcher holds it until then
+        lease_owner     TEXT,
+        created_at      INTEGER NOT NULL
+      ) STRICT;
+      -- A claim reads each webhook's earliest due deliveries through this, never the whole backlog.
+      CREATE INDEX deliveries_due_by_webhook ON deliveries (webhook_id, next_attempt_at, id) WHERE status = 'pending';
+      CREATE INDEX deliveries_webhook ON deliveries (webhook_id, id);
+      CREATE INDEX deliveries_created_at ON deliveries (created_at);
+
+      -- The newest event id pruned so far: resuming after an older id is a 410.
+      CREATE TABLE event_horizon (one INTEGER PRIMARY KEY CHECK (one = 1), pruned_through INTEGER NOT NULL) STRICT;
+      INSERT INTO event_horizon VALUES (1, 0);
+    `,
+  },
 ];

@@ -1,0 +1,11 @@
+import type { PlantRecord } from './store.js';
+
+// The payloads of CONTRACT.md's events, as the JSON text stored and sent: ids are written from
+// the bigint, so ids beyond 2^53 stay exact (never through a JS number).
+
+/** plant.created: exactly a NewPlant, `tag` only when the plant has one. */
+export const createdPayload = ({ id, name, tag }: PlantRecord): string =>
+  `{"id":${id},"name":${JSON.stringify(name)}${tag === null ? '' : `,"tag":${JSON.stringify(tag)}`}}`;
+
+/** plant.deleted: `{"id": <int64>}`. */
+export const deletedPayload = (id: bigint): string => `{"id":${id}}`;

@@ -1,0 +1,294 @@
+import pg from 'pg';
+import { classifyPostgresError, inTransaction } from './postgres-errors.js';
+import { DB_NOW_MS, EVENT_CHANNEL } from './postgres-statements.js';
+import type {
+  AttemptOutcome,
+  ClaimedDelivery,
+  DeliveryRecord,
+  EventRecord,
+  EventType,
+  WebhookRecord,
+} from './store.js';
+
+// Events, webhooks and deliveries on PostgreSQL. Every time here is the database's clock
+// (DB_NOW_MS): leases, retries and retention never depend on which instance's clock is right.
+
+const NOW = DB_NOW_MS;
+const OWNED = '($2::text IS NULL OR owner = $2)';
+
+const SQL = {
+  readAll: 'SELECT id, type, owner, payload, created_at FROM events WHERE id > $1 ORDER BY id LIMIT $2',
+  readOwner:
+    'SELECT id, type, owner, payload, created_at FROM events WHERE owner = $3 AND id > $1 ORDER BY id LIMIT $2',
+  horizon: 'SELECT pruned_through FROM event_horizon',
+  lastId: 'SELECT coalesce(max(id), 0) AS id FROM events',
+  // One statement: the oldest events past retention, the horizon raised to the newest of them.
+  prune: `WITH gone AS (
+      DELETE FROM events WHERE id IN (SELECT id FROM events WHERE created_at < ${NOW} - $1 ORDER BY id LIMIT $2)
+      RETURNING id),
+    raised AS (UPDATE event_horizon SET pruned_through = greatest(pruned_through, (SELECT max(id) FROM gone))
+      WHERE EXISTS (SELECT 1 FROM gone)),
+    old AS (DELETE FROM deliveries WHERE id IN (
+      SELECT id FROM deliveries WHERE created_at < ${NOW} - $1 AND status != 'pending' LIMIT $2) RETURNING id)
+    SELECT (SELECT count(*) FROM gone) + (SELECT count(*) FROM old) AS n`,
+  // Run after the owner's advisory lock, in the same transaction: the count sees every webhook
+  // committed before it, so two creates at once cannot pass the limit together.
+  lockOwner: "SELECT pg_advisory_xact_lock(hashtext('plant-store webhooks ' || $1::text))",
+  createWebhook: `INSERT INTO webhooks (id, owner, all_plants, url, events, status, secret, created_at)
+    SELECT $1, $2, $3, $4, $5, $6, $7, $9
+    WHERE (SELECT count(*) FROM webhooks WHERE owner = $2) < $8 RETURNING id`,
+  listWebhooks: `SELECT * FROM webhooks WHERE ($1::text IS NULL OR owner = $1) ORDER BY created_at, id`,
+  deleteWebhook: `WITH w AS (DELETE FROM webhooks WHERE id = $1 AND ${OWNED} RETURNING id),
+    d AS (DELETE FROM deliveries WHERE webhook_id IN (SELECT id FROM w))
+    SELECT id FROM w`,
+  enableWebhook: `UPDATE webhooks SET status = 'active', failing_since = NULL, disabled_reason = NULL
+    WHERE id = $1 AND ${OWNED} RETURNING id`,
+  findWebhook: `SELECT id FROM webhooks WHERE id = $1 AND ${OWNED}`,
+  listDeliveries: 'SELECT * FROM deliveries WHERE webhook_id = $1 ORDER BY id DESC LIMIT $2',
+  // The lease stays: a delivery in flight is not put in flight a second time.
+  retryDelivery: `UPDATE deliveries SET status = 'pending', next_attempt_at = ${NOW}
+    WHERE id = $1 AND webhook_id = $2 AND webhook_id IN (SELECT id FROM webhooks WHERE id = $2 AND ($3::text IS NULL OR owner = $3))
+    RETURNING id`,
+  // Each active webhook's earliest due deliveries that no other dispatcher holds (its share, less
+  // what this one already has out), read through deliveries_due_by_webhook: a claim costs the same
+  // whatever the backlog. SKIP LOCKED passes over rows another dispatcher is leasing right now.
+  claim: `WITH candidate AS (
+      SELECT d.id FROM webhooks w CROSS JOIN LATERAL (
+        SELECT id FROM deliveries
+        WHERE webhook_id = w.id AND status = 'pending' AND next_attempt_at <= ${NOW}
+          AND (lease_until IS NULL OR lease_until < ${NOW})
+        ORDER BY next_attempt_at, id
+        LIMIT greatest(0, $3 - coalesce(($5::jsonb ->> w.id)::int, 0))
+        FOR UPDATE SKIP LOCKED) d
+      WHERE w.status = 'active'
+      LIMIT $4),
+    leased AS (UPDATE deliveries SET lease_until = ${NOW} + $2, lease_owner = $1
+      WHERE id IN (SELECT id FROM candidate) RETURNING id, event_id, type, attempts, webhook_id)
+    SELECT l.id, l.event_id, l.type, l.attempts, e.payload, w.id AS webhook_id, w.url, w.secret
+    FROM leased l JOIN webhooks w ON w.id = l.webhook_id LEFT JOIN events e ON e.id = l.event_id
+    ORDER BY l.id`,
+  // The webhook's row is written only when its health changes: a row every delivery of a webhook
+  // updated would make the concurrent records of its deliveries wait for each other's commits.
+  record: `WITH d AS (
+      UPDATE deliveries SET status = $3, attempts = attempts + 1, last_status = $4, last_error = $5,
+        next_attempt_at = CASE WHEN $3 = 'pending' THEN ${NOW} + $6 END, lease_until = NULL, lease_owner = NULL
+      WHERE id = $1 AND lease_owner = $2 RETURNING webhook_id),
+    w AS (UPDATE webhooks w SET
+      failing_since = CASE WHEN $7 THEN NULL ELSE coalesce(w.failing_since, ${NOW}) END,
+      status = CASE WHEN $8::text IS NOT NULL
+          OR (NOT $7 AND coalesce(w.failing_since, ${NOW}) <= ${NOW} - $9) THEN 'disabled' ELSE w.status END,
+      disabled_reason = CASE WHEN $8::text IS NOT NULL THEN $8
+          WHEN (NOT $7 AND coalesce(w.failing_since, ${NOW}) <= ${NOW} - $9) THEN 'every attempt failed for 5 days'
+          ELSE w.disabled_reason END
+    FROM d WHERE w.id = d.webhook_id AND (NOT $7 OR $8::text IS NOT NULL OR w.failing_since IS NOT NULL))
+    SELECT webhook_id FROM d`,
+  release: 'UPDATE deliveries SET lease_until = NULL, lease_owner = NULL WHERE lease_owner = $1',
+  // The earliest pending delivery of an active webhook that no one holds, read in index order.
+  nextDue: `SELECT greatest(0, d.next_attempt_at - ${NOW}) AS wait FROM deliveries d
+    JOIN webhooks w ON w.id = d.webhook_id
+    WHERE d.status = 'pending' AND w.status = 'active' AND (d.lease_until IS NULL OR d.lease_until < ${NOW})
+    ORDER BY d.next_attempt_at LIMIT 1`,
+} as const;
+
+interface Row {
+  [column: string]: unknown;
+}
+
+const big = (v: unknown): bigint => BigInt(v as string);
+const optional = (v: unknown): number | null => (v === null ? null : Number(v));
+
+const toWebhook = (r: Row): WebhookRecord => ({
+  id: r.id as string,
+  owner: r.owner as string,
+  allPlants: r.all_plants as boolean,
+  url: r.url as string,
+  events: (r.events as string).split(' ') as EventType[],
+  status: r.status as WebhookRecord['status'],
+  secret: r.secret as string,
+  createdAt: Number(r.created_at),
+});
+
+const toDelivery = (r: Row): DeliveryRecord => ({
+  id: big(r.id),
+  webhookId: r.webhook_id as string,
+  eventId: big(r.event_id),
+  type: r.type as EventType,
+  status: r.status as DeliveryRecord['status'],
+  attempts: Number(r.attempts),
+  lastStatus: optional(r.last_status),
+  lastError: r.last_error as string | null,
+  nextAttemptAt: optional(r.next_attempt_at),
+  createdAt: Number(r.created_at),
+});
+
+export class PostgresEvents {
+  /**
+   * `dispatch`: the pool of the dispatcher's leases and attempt records, whose connections commit
+   * without waiting for the WAL's flush (synchronous_commit off). A crash may lose the last of
+   * them, which costs a repeat, never a delivery (at least once: the lease runs out, the delivery
+   * is sent again), as on SQLite; the API's writes keep their flush on the other pool.
+   */
+  constructor(
+    private readonly pool: pg.Pool,
+    private readonly dispatch: () => pg.Pool = () => pool,
+  ) {}
+
+  private async query(text: string, values: unknown[], pool = this.pool): Promise<Row[]> {
+    try {
+      return (await pool.query<Row>(text, values)).rows;
+    } catch (error) {
+      throw classifyPostgresError(error);
+    }
+  }
+
+  async readEvents(after: bigint, owner: string | null, limit: number): Promise<EventRecord[]> {
+    const rows =
+      owner === null
+        ? await this.query(SQL.readAll, [after, limit])
+        : await this.query(SQL.readOwner, [after, limit, owner]);
+    return rows.map((r) => ({
+      id: big(r.id),
+      type: r.type as EventType,
+      owner: r.owner as string,
+      payload: r.payload as string,
+      createdAt: Number(r.created_at),
+    }));
+  }
+
+  async eventHorizon(): Promise<bigint> {
+    return big((await this.query(SQL.horizon, []))[0]!.pruned_through);
+  }
+
+  async lastEventId(): Promise<bigint> {
+    return big((await this.query(SQL.lastId, []))[0]!.id);
+  }
+
+  async prune(retentionMs: number, batch: number): Promise<number> {
+    return Number((await this.query(SQL.prune, [retentionMs, batch]))[0]!.n);
+  }
+
+  async createWebhook(w: WebhookRecord, max: number): Promise<boolean> {
+    const values = [w.id, w.owner, w.allPlants, w.url, w.events.join(' '), w.status, w.secret, max, w.createdAt];
+    return inTransaction(this.pool, async (client) => {
+      await client.query(SQL.lockOwner, [w.owner]);
+      return (await client.query(SQL.createWebhook, values)).rows.length === 1;
+    });
+  }
+
+  async listWebhooks(owner: string | null): Promise<WebhookRecord[]> {
+    return (await this.query(SQL.listWebhooks, [owner])).map(toWebhook);
+  }
+
+  async deleteWebhook(id: string, owner: string | null): Promise<boolean> {
+    return (await this.query(SQL.deleteWebhook, [id, owner])).length === 1;
+  }
+
+  async enableWebhook(id: string, owner: string | null): Promise<boolean> {
+    return (await this.query(SQL.enableWebhook, [id, owner])).length === 1;
+  }
+
+  async listDeliveries(webhookId: string, owner: string | null, limit: number): Promise<DeliveryRecord[] | undefined> {
+    if ((await this.query(SQL.findWebhook, [webhookId, owner])).length === 0) return undefined;
+    return (await this.query(SQL.listDeliveries, [webhookId, limit])).map(toDelivery);
+  }
+
+  async retryDelivery(webhookId: string, deliveryId: bigint, owner: string | null): Promise<boolean> {
+    return (await this.query(SQL.retryDelivery, [deliveryId, webhookId, owner])).length === 1;
+  }
+
+  async claim(
+    holder: string,
+    leaseMs: number,
+    limit: number,
+    perWebhook: number,
+    busy: ReadonlyMap<string, number>,
+  ): Promise<ClaimedDelivery[]> {
+    const rows = await this.query(
+      SQL.claim,
+      [holder, leaseMs, perWebhook, limit, JSON.stringify(Object.fromEntries(busy))],
+      this.dispatch(),
+    );
+    return rows.map((r) => ({
+      id: big(r.id),
+      eventId: big(r.event_id),
+      type: r.type as EventType,
+      attempts: Number(r.attempts),
+      payload: (r.payload as string | null) ?? '',
+      webhook: { id: r.webhook_id as string, url: r.url as string, secret: r.secret as string },
+    }));
+  }
+
+  async recordAttempt(id: bigint, holder: string, o: AttemptOutcome): Promise<boolean> {
+    const values = [
+      id,
+      holder,
+      o.status,
+      o.lastStatus,
+      o.lastError,
+      o.retryInMs ?? 0,
+      o.healthy,
+      o.disable,
+      o.disableWhenFailingForMs,
+    ];
+    return (await this.query(SQL.record, values, this.dispatch())).length === 1;
+  }
+
+  async releaseLeases(holder: string): Promise<void> {
+    await this.query(SQL.release, [holder]);
+  }
+
+  async nextDueInMs(): Promise<number | null> {
+    const row = (await this.query(SQL.nextDue, []))[0];
+    return row === undefined ? null : Number(row.wait);
+  }
+}
+
+/**
+ * LISTEN on a connection of its own (a pooled one would be handed to other queries), reconnecting
+ * after a second when it drops. `listener` is also called on every (re)connect, since a NOTIFY sent
+ * while disconnected is lost: the reader then catches up from the log.
+ */
+export class EventListener {
+  private client: pg.Client | undefined;
+  private closed = false;
+  private retry: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly url: string,
+    private readonly listener: () => void,
+  ) {
+    void this.connect();
+  }
+
+  private async connect(): Promise<void> {
+    if (this.closed) return;
+    const client = new pg.Client({ connectionString: this.url, connectionTimeoutMillis: 3000 });
+    client.on('notification', () => this.listener());
+    client.on('error', () => this.reconnect(client));
+    client.on('end', () => this.reconnect(client));
+    this.client = client;
+    try {
+      await client.connect();
+      await client.query(`LISTEN ${EVENT_CHANNEL}`);
+      this.listener();
+    } catch {
+      this.reconnect(client);
+    }
+  }
+
+  private reconnect(client: pg.Client): void {
+    if (this.client !== client || this.closed) return;
+    this.client = undefined;
+    client.end().catch(() => {});
+    this.retry = setTimeout(() => void this.connect(), 1000);
+    this.retry.unref();
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    clearTimeout(this.retry);
+    const client = this.client;
+    this.client = undefined;
+    await client?.end().catch(() => {});
+  }
+}

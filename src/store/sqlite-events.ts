@@ -1,0 +1,286 @@
+import type Database from 'better-sqlite3';
+import type {
+  AttemptOutcome,
+  ClaimedDelivery,
+  DeliveryRecord,
+  EventRecord,
+  EventType,
+  WebhookRecord,
+} from './store.js';
+
+// The SQL of events, webhooks and deliveries on SQLite. Every statement runs synchronously on the
+// store's one connection; every write runs inside the group commit's transaction (SqliteStore),
+// so none of them waits inside SQLite for another process's lock.
+
+interface EventRow {
+  id: bigint;
+  type: EventType;
+  owner: string;
+  payload: string;
+  created_at: bigint;
+}
+
+interface WebhookRow {
+  id: string;
+  owner: string;
+  all_plants: bigint;
+  url: string;
+  events: string;
+  status: 'active' | 'disabled';
+  secret: string;
+  created_at: bigint;
+}
+
+interface DeliveryRow {
+  id: bigint;
+  webhook_id: string;
+  event_id: bigint;
+  type: EventType;
+  status: DeliveryRecord['status'];
+  attempts: bigint;
+  last_status: bigint | null;
+  last_error: string | null;
+  next_attempt_at: bigint | null;
+  created_at: bigint;
+}
+
+interface ClaimRow {
+  id: bigint;
+  event_id: bigint;
+  type: EventType;
+  attempts: bigint;
+  payload: string;
+  webhook_id: string;
+  url: string;
+  secret: string;
+}
+
+const num = (v: bigint | null): number | null => (v === null ? null : Number(v));
+
+export const toWebhook = (r: WebhookRow): WebhookRecord => ({
+  id: r.id,
+  owner: r.owner,
+  allPlants: r.all_plants === 1n,
+  url: r.url,
+  events: r.events.split(' ') as EventType[],
+  status: r.status,
+  secret: r.secret,
+  createdAt: Number(r.created_at),
+});
+
+const toDelivery = (r: DeliveryRow): DeliveryRecord => ({
+  id: r.id,
+  webhookId: r.webhook_id,
+  eventId: r.event_id,
+  type: r.type,
+  status: r.status,
+  attempts: Number(r.attempts),
+  lastStatus: num(r.last_status),
+  lastError: r.last_error,
+  nextAttemptAt: num(r.next_attempt_at),
+  createdAt: Number(r.created_at),
+});
+
+/** `owner = ?` or, for null (an admin, an operator), every row. */
+const OWNED = '(? IS NULL OR owner = ?)';
+
+export function prepareEventStatements(db: Database.Database) {
+  const q = (sql: string) => db.prepare(sql).safeIntegers(true);
+  return {
+    insertEvent: q('INSERT INTO events (type, owner, plant_id, payload, created_at) VALUES (?, ?, ?, ?, ?)'),
+    // One delivery per active webhook that wants this type and may see this owner's plants.
+    fanOut: q(`INSERT INTO deliveries (webhook_id, event_id, type, status, attempts, next_attempt_at, created_at)
+      SELECT id, ?, ?, 'pending', 0, ?, ? FROM webhooks
+      WHERE status = 'active' AND (owner = ? OR all_plants = 1) AND instr(' ' || events || ' ', ?) > 0`),
+    readAll: q('SELECT id, type, owner, payload, created_at FROM events WHERE id > ? ORDER BY id LIMIT ?'),
+    readOwner: q(
+      'SELECT id, type, owner, payload, created_at FROM events WHERE owner = ? AND id > ? ORDER BY id LIMIT ?',
+    ),
+    horizon: q('SELECT pruned_through FROM event_horizon').pluck(),
+    lastId: q("SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'events'), 0)").pluck(),
+    oldEvents: q('SELECT id FROM events WHERE created_at < ? ORDER BY id LIMIT ?').pluck(),
+    pruneEvents: q('DELETE FROM events WHERE id <= ? AND created_at < ?'),
+    raiseHorizon: q('UPDATE event_horizon SET pruned_through = max(pruned_through, ?)'),
+    pruneDeliveries: q(
+      'DELETE FROM deliveries WHERE id IN (SELECT id FROM deliveries WHERE created_at < ? AND status != ? LIMIT ?)',
+    ),
+    countWebhooks: q('SELECT count(*) FROM webhooks WHERE owner = ?').pluck(),
+    insertWebhook: q(`INSERT INTO webhooks (id, owner, all_plants, url, events, status, secret, created_at)
+      VALUES (?, ?, ?, ?, ?, ?, ?, ?)`),
+    listWebhooks: q(`SELECT * FROM webhooks WHERE ${OWNED} ORDER BY created_at, id`),
+    deleteWebhook: q(`DELETE FROM webhooks WHERE id = ? AND ${OWNED}`),
+    deleteWebhookDeliveries: q('DELETE FROM deliveries WHERE webhook_id = ?'),
+    enableWebhook: q(`UPDATE webhooks SET status = 'active', failing_since = NULL, disabled_reason = NULL
+      WHERE id = ? AND ${OWNED}`),
+    findWebhook: q(`SELECT id FROM webhooks WHERE id = ? AND ${OWNED}`).pluck(),
+    listDeliveries: q('SELECT * FROM deliveries WHERE webhook_id = ? ORDER BY id DESC LIMIT ?'),
+    // The lease stays: a delivery in flight is not put in flight a second time.
+    retryDelivery: q(`UPDATE deliveries SET status = 'pending', next_attempt_at = ? WHERE id = ? AND webhook_id = ?`),
+    activeWebhooks: q("SELECT id FROM webhooks WHERE status = 'active' ORDER BY id").pluck(),
+    // One webhook's earliest due deliveries that no one holds, through deliveries_due_by_webhook:
+    // a claim costs the same whatever the backlog.
+    dueOf: q(`SELECT id FROM deliveries INDEXED BY deliveries_due_by_webhook
+      WHERE webhook_id = ? AND status = 'pending' AND next_attempt_at <= ? AND (lease_until IS NULL OR lease_until < ?)
+      ORDER BY next_attempt_at, id LIMIT ?`).pluck(),
+    lease: q('UPDATE deliveries SET lease_until = ?, lease_owner = ? WHERE id = ?'),
+    claimed: q(`SELECT d.id, d.event_id, d.type, d.attempts, e.payload, w.id AS webhook_id, w.url, w.secret
+      FROM deliveries d JOIN webhooks w ON w.id = d.webhook_id LEFT JOIN events e ON e.id = d.event_id
+      WHERE d.id = ?`),
+    record: q(`UPDATE deliveries SET status = ?, attempts = attempts + 1, last_status = ?, last_error = ?,
+      next_attempt_at = ?, lease_until = NULL, lease_owner = NULL WHERE id = ? AND lease_owner = ?`),
+    webhookOf: q('SELECT webhook_id FROM deliveries WHERE id = ?').pluck(),
+    healthy: q('UPDATE webhooks SET failing_since = NULL WHERE id = ? AND failing_since IS NOT NULL'),
+    failing: q('UPDATE webhooks SET failing_since = coalesce(failing_since, ?) WHERE id = ?'),
+    disable: q("UPDATE webhooks SET status = 'disabled', disabled_reason = ? WHERE id = ? AND status = 'active'"),
+    disableIfFailing: q(`UPDATE webhooks SET status = 'disabled', disabled_reason = ?
+      WHERE id = ? AND status = 'active' AND failing_since <= ?`),
+    release: q('UPDATE deliveries SET lease_until = NULL, lease_owner = NULL WHERE lease_owner = ?'),
+    // The earliest pending delivery of an active webhook that no one holds: each webhook's first
+    // such row in deliveries_due_by_webhook (one index every create keeps up to date, not two).
+    nextDue: q(`SELECT min((SELECT d.next_attempt_at FROM deliveries d INDEXED BY deliveries_due_by_webhook
+        WHERE d.webhook_id = w.id AND d.status = 'pending' AND (d.lease_until IS NULL OR d.lease_until < ?)
+        ORDER BY d.next_attempt_at, d.id LIMIT 1)) FROM webhooks w WHERE w.status = 'active'`).pluck(),
+  };
+}
+
+type Statements = ReturnType<typeof prepareEventStatements>;
+
+/** Events, webhooks and deliveries over one SQLite connection; `now` is this machine's clock. */
+export class SqliteEvents {
+  constructor(
+    private readonly sql: Statements,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  /** Inside the caller's transaction: the event, and a delivery for each webhook that wants it. */
+  record(type: EventType, owner: string, plantId: bigint, payload: string): void {
+    const now = this.now();
+    const eventId = this.sql.insertEvent.run(type, owner, plantId, payload, now).lastInsertRowid;
+    this.sql.fanOut.run(eventId, type, now, now, owner, ` ${type} `);
+  }
+
+  readEvents(after: bigint, owner: string | null, limit: number): EventRecord[] {
+    const rows = (
+      owner === null ? this.sql.readAll.all(after, limit) : this.sql.readOwner.all(owner, after, limit)
+    ) as EventRow[];
+    return rows.map((r) => ({
+      id: r.id,
+      type: r.type,
+      owner: r.owner,
+      payload: r.payload,
+      createdAt: Number(r.created_at),
+    }));
+  }
+
+  eventHorizon(): bigint {
+    return this.sql.horizon.get() as bigint;
+  }
+
+  lastEventId(): bigint {
+    return BigInt(this.sql.lastId.get() as bigint | number);
+  }
+
+  prune(retentionMs: number, batch: number): number {
+    const before = this.now() - retentionMs;
+    const ids = this.sql.oldEvents.all(before, batch) as bigint[];
+    let gone = 0;
+    if (ids.length > 0) {
+      const newest = ids[ids.length - 1]!;
+      gone += this.sql.pruneEvents.run(newest, before).changes;
+      this.sql.raiseHorizon.run(newest);
+    }
+    return gone + this.sql.pruneDeliveries.run(before, 'pending', batch).changes;
+  }
+
+  createWebhook(w: WebhookRecord, max: number): boolean {
+    if ((this.sql.countWebhooks.get(w.owner) as bigint) >= BigInt(max)) return false;
+    this.sql.insertWebhook.run(
+      w.id,
+      w.owner,
+      w.allPlants ? 1 : 0,
+      w.url,
+      w.events.join(' '),
+      w.status,
+      w.secret,
+      w.createdAt,
+    );
+    return true;
+  }
+
+  listWebhooks(owner: string | null): WebhookRecord[] {
+    return (this.sql.listWebhooks.all(owner, owner) as WebhookRow[]).map(toWebhook);
+  }
+
+  deleteWebhook(id: string, owner: string | null): boolean {
+    if (this.sql.deleteWebhook.run(id, owner, owner).changes === 0) return false;
+    this.sql.deleteWebhookDeliveries.run(id);
+    return true;
+  }
+
+  enableWebhook(id: string, owner: string | null): boolean {
+    return this.sql.enableWebhook.run(id, owner, owner).changes === 1;
+  }
+
+  listDeliveries(webhookId: string, owner: string | null, limit: number): DeliveryRecord[] | undefined {
+    if (this.sql.findWebhook.get(webhookId, owner, owner) === undefined) return undefined;
+    return (this.sql.listDeliveries.all(webhookId, limit) as DeliveryRow[]).map(toDelivery);
+  }
+
+  retryDelivery(webhookId: string, deliveryId: bigint, owner: string | null): boolean {
+    if (this.sql.findWebhook.get(webhookId, owner, owner) === undefined) return false;
+    return this.sql.retryDelivery.run(this.now(), deliveryId, webhookId).changes === 1;
+  }
+
+  claim(
+    holder: string,
+    leaseMs: number,
+    limit: number,
+    perWebhook: number,
+    busy: ReadonlyMap<string, number>,
+  ): ClaimedDelivery[] {
+    const now = this.now();
+    const claimed: ClaimedDelivery[] = [];
+    for (const webhookId of this.sql.activeWebhooks.all() as string[]) {
+      const room = Math.min(perWebhook - (busy.get(webhookId) ?? 0), limit - claimed.length);
+      if (room <= 0) continue;
+      for (const id of this.sql.dueOf.all(webhookId, now, now, room) as bigint[]) {
+        this.sql.lease.run(now + leaseMs, holder, id);
+        const r = this.sql.claimed.get(id) as ClaimRow;
+        claimed.push({
+          id: r.id,
+          eventId: r.event_id,
+          type: r.type,
+          attempts: Number(r.attempts),
+          payload: r.payload ?? '',
+          webhook: { id: r.webhook_id, url: r.url, secret: r.secret },
+        });
+      }
+      if (claimed.length >= limit) break;
+    }
+    return claimed;
+  }
+
+  recordAttempt(id: bigint, holder: string, o: AttemptOutcome): boolean {
+    const now = this.now();
+    const next = o.status === 'pending' ? now + (o.retryInMs ?? 0) : null;
+    if (this.sql.record.run(o.status, o.lastStatus, o.lastError, next, id, holder).changes === 0) return false;
+    const webhookId = this.sql.webhookOf.get(id) as string;
+    if (o.healthy) this.sql.healthy.run(webhookId);
+    else {
+      this.sql.failing.run(now, webhookId);
+      this.sql.disableIfFailing.run('every attempt failed for 5 days', webhookId, now - o.disableWhenFailingForMs);
+    }
+    if (o.disable !== null) this.sql.disable.run(o.disable, webhookId);
+    return true;
+  }
+
+  releaseLeases(holder: string): void {
+    this.sql.release.run(holder);
+  }
+
+  nextDueInMs(): number | null {
+    const now = this.now();
+    const at = this.sql.nextDue.get(now) as bigint | null;
+    return at === null ? null : Math.max(0, Number(at) - now);
+  }
+}

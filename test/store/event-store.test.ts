@@ -1,0 +1,727 @@
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, describe, test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import Database from 'better-sqlite3';
+import pg from 'pg';
+import { openPostgres } from '../../src/store/postgres.js';
+import { openSqlite } from '../../src/store/sqlite.js';
+import {
+  type AttemptOutcome,
+  type ClaimedDelivery,
+  type DeliveryRecord,
+  EVENT_TYPES,
+  type EventRecord,
+  type PlantRecord,
+  type Store,
+  type WebhookRecord,
+} from '../../src/store/store.js';
+import { scratchSchema, stopSharedPostgres } from '../support/postgres.js';
+
+// The event log, webhooks and deliveries of issue 14 (CONTRACT.md, Events): one suite, run
+// unchanged on both engines (STYLE.md §6). The ordering proof under concurrency: event-order.test.ts.
+
+const dir = mkdtempSync(join(tmpdir(), 'plant-store-events-'));
+after(() => rmSync(dir, { recursive: true, force: true }));
+after(stopSharedPostgres);
+
+interface Harness {
+  readonly store: Store;
+  /** A second instance on the same database: another server process. */
+  readonly other: Store;
+  /** SQL on the database itself, for what the port cannot express (ageing rows, counting what is gone). */
+  sql(text: string): Promise<Array<Record<string, unknown>>>;
+  close(): Promise<void>;
+}
+
+let files = 0;
+const engines: ReadonlyArray<{ readonly name: 'sqlite' | 'postgres'; open(): Promise<Harness> }> = [
+  {
+    name: 'sqlite',
+    async open() {
+      const path = join(dir, `events-${files++}.db`);
+      const store = openSqlite(path);
+      await store.migrate();
+      const other = openSqlite(path);
+      const db = new Database(path);
+      return {
+        store,
+        other,
+        sql: (text) => {
+          const statement = db.prepare(text);
+          if (!statement.reader) statement.run();
+          return Promise.resolve(statement.reader ? (statement.all() as Array<Record<string, unknown>>) : []);
+        },
+        close: async () => {
+          await Promise.all([store.close(), other.close()]);
+          db.close();
+        },
+      };
+    },
+  },
+  {
+    name: 'postgres',
+    async open() {
+      const scratch = await scratchSchema();
+      const store = openPostgres(scratch.url, { poolSize: 4 });
+      await store.migrate();
+      const other = openPostgres(scratch.url, { poolSize: 4 });
+      const client = new pg.Client({ connectionString: scratch.url });
+      await client.connect();
+      return {
+        store,
+        other,
+        sql: async (text) => (await client.query<Record<string, unknown>>(text)).rows,
+        close: async () => {
+          await Promise.all([store.close(), other.close(), client.end()]);
+          await scratch.drop();
+        },
+      };
+    },
+  },
+];
+
+const MIN = -(2n ** 63n);
+const MAX = 2n ** 63n - 1n;
+const DAY = 24 * 60 * 60 * 1000;
+
+const plant = (id: bigint, owner = 'alice', name = `plant ${id}`, tag: string | null = null): PlantRecord => ({
+  id,
+  owner,
+  name,
+  tag,
+});
+
+const webhook = (id: string, owner: string, over: Partial<WebhookRecord> = {}): WebhookRecord => ({
+  id,
+  owner,
+  allPlants: false,
+  url: `https://hooks.example/${id}`,
+  events: EVENT_TYPES,
+  status: 'active',
+  secret: `whsec_${id}`,
+  createdAt: Date.now(),
+  ...over,
+});
+
+const delivered: AttemptOutcome = {
+  status: 'delivered',
+  lastStatus: 200,
+  lastError: null,
+  retryInMs: null,
+  healthy: true,
+  disable: null,
+  disableWhenFailingForMs: 5 * DAY,
+};
+const retryIn = (retryInMs: number, disableWhenFailingForMs = 5 * DAY): AttemptOutcome => ({
+  status: 'pending',
+  lastStatus: 503,
+  lastError: 'the receiver answered 503',
+  retryInMs,
+  healthy: false,
+  disable: null,
+  disableWhenFailingForMs,
+});
+const failed: AttemptOutcome = {
+  ...retryIn(0),
+  status: 'failed',
+  lastStatus: 500,
+  lastError: 'the receiver answered 500',
+  retryInMs: null,
+};
+
+const claim = (store: Store, holder: string, limit = 100, perWebhook = 100, busy = new Map<string, number>()) =>
+  store.claimDeliveries(holder, 60_000, limit, perWebhook, busy);
+
+const allEvents = (store: Store): Promise<EventRecord[]> => store.readEvents(0n, null, 10_000);
+const eventSummary = (events: EventRecord[]) => events.map((e) => [e.type, e.owner, e.payload]);
+
+async function deliveriesOf(store: Store, webhookId: string): Promise<DeliveryRecord[]> {
+  return (await store.listDeliveries(webhookId, null, 1000)) ?? assert.fail(`no webhook ${webhookId}`);
+}
+
+async function statusOf(store: Store, webhookId: string): Promise<WebhookRecord['status'] | undefined> {
+  return (await store.listWebhooks(null)).find((w) => w.id === webhookId)?.status;
+}
+
+/** Polls until `attempt` answers something: for a lease to expire (a deadline, not a timing assertion). */
+async function eventually<T>(attempt: () => Promise<T | undefined>, what: string): Promise<T> {
+  const deadline = Date.now() + 5000;
+  for (;;) {
+    const found = await attempt();
+    if (found !== undefined) return found;
+    if (Date.now() > deadline) assert.fail(`${what}: not within 5 s`);
+    await sleep(10);
+  }
+}
+
+const byId = (a: { id: bigint }, b: { id: bigint }) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
+
+for (const engine of engines) {
+  const withStore = (name: string, body: (h: Harness) => Promise<void>, todo?: string): void => {
+    test(name, { todo }, async (t) => {
+      const h = await engine.open();
+      t.after(() => h.close());
+      await body(h);
+    });
+  };
+
+  describe(`${engine.name}: the event log`, () => {
+    withStore('a new store has no events, no horizon and no last id', async ({ store }) => {
+      assert.deepEqual(await allEvents(store), []);
+      assert.equal(await store.lastEventId(), 0n);
+      assert.equal(await store.eventHorizon(), 0n);
+    });
+
+    withStore('createPlant writes one plant.created event whose payload is the exact NewPlant', async ({ store }) => {
+      await store.createPlant(plant(MAX, 'alice', 'say "hi" \\ back', 't'));
+      await store.createPlant(plant(MIN, 'bob', 'naïve 日本 🌵 e\u0301'));
+      await store.createPlant(plant(2n ** 53n + 1n, 'alice', 'x', '🏷️'));
+      await store.createPlant(plant(2n ** 53n, 'alice', 'y'));
+      const events = await allEvents(store);
+      assert.deepEqual(eventSummary(events), [
+        ['plant.created', 'alice', String.raw`{"id":9223372036854775807,"name":"say \"hi\" \\ back","tag":"t"}`],
+        ['plant.created', 'bob', '{"id":-9223372036854775808,"name":"naïve 日本 🌵 e\u0301"}'],
+        ['plant.created', 'alice', '{"id":9007199254740993,"name":"x","tag":"🏷️"}'],
+        ['plant.created', 'alice', '{"id":9007199254740992,"name":"y"}'],
+      ]);
+      for (let i = 1; i < events.length; i++) assert.ok(events[i]!.id > events[i - 1]!.id, 'ids strictly increase');
+      assert.ok(events.every((e) => e.id > 0n && typeof e.createdAt === 'number'));
+      assert.equal(await store.lastEventId(), events.at(-1)!.id);
+    });
+
+    withStore(
+      'deletePlant writes plant.deleted with the owner of the plant, an admin delete too',
+      async ({ store }) => {
+        await store.createPlant(plant(MIN, 'alice'));
+        await store.createPlant(plant(MAX, 'bob'));
+        assert.equal(await store.deletePlant(MIN, 'alice'), true);
+        assert.equal(await store.deletePlant(MAX, null), true);
+        assert.deepEqual(eventSummary((await allEvents(store)).slice(2)), [
+          ['plant.deleted', 'alice', '{"id":-9223372036854775808}'],
+          ['plant.deleted', 'bob', '{"id":9223372036854775807}'],
+        ]);
+      },
+    );
+
+    withStore('a change that did not happen writes no event', async ({ store }) => {
+      await store.createPlant(plant(1n, 'alice', 'fern', 'green'));
+      const last = await store.lastEventId();
+      assert.equal((await store.createPlant(plant(1n, 'alice', 'fern', 'green'))).created, false); // a retry
+      assert.equal((await store.createPlant(plant(1n, 'bob', 'rose', null))).created, false); // a conflict
+      assert.equal(await store.deletePlant(2n, 'alice'), false); // missing
+      assert.equal(await store.deletePlant(2n, null), false);
+      assert.equal(await store.deletePlant(1n, 'bob'), false); // another owner's
+      assert.deepEqual(eventSummary(await allEvents(store)), [
+        ['plant.created', 'alice', '{"id":1,"name":"fern","tag":"green"}'],
+      ]);
+      assert.equal(await store.lastEventId(), last);
+    });
+
+    withStore('insertBatch writes one event per inserted plant, none for unchanged or conflicting ones', async (h) => {
+      const { store } = h;
+      await store.createWebhook(webhook('wh-1', 'carol'), 20);
+      await store.createPlant(plant(2n, 'bob', 'rose', 'red'));
+      const batch = [
+        plant(1n, 'alice', 'fern'),
+        plant(2n, 'bob', 'rose', 'red'),
+        plant(3n, 'carol', 'aloe'),
+        plant(3n, 'carol', 'aloe'),
+        plant(3n, 'dave', 'aloe'),
+        plant(2n, 'eve', 'rose', 'red'),
+      ];
+      assert.equal((await store.insertBatch(batch)).inserted, 2);
+      const expected = [
+        ['plant.created', 'bob', '{"id":2,"name":"rose","tag":"red"}'],
+        ['plant.created', 'alice', '{"id":1,"name":"fern"}'],
+        ['plant.created', 'carol', '{"id":3,"name":"aloe"}'],
+      ];
+      assert.deepEqual(eventSummary(await allEvents(store)), expected);
+      assert.equal((await store.insertBatch(batch)).inserted, 0); // an import run again
+      assert.deepEqual(eventSummary(await allEvents(store)), expected);
+      // The import path fans out too: carol's webhook has a delivery for carol's imported plant.
+      const carols = (await allEvents(store))[2]!;
+      assert.deepEqual(
+        (await deliveriesOf(store, 'wh-1')).map((d) => [d.type, d.eventId]),
+        [['plant.created', carols.id]],
+      );
+    });
+
+    withStore('readEvents answers an owner’s events, or all, in pages after a cursor', async ({ store }) => {
+      const owners = ['alice', 'bob', 'alice', 'alice', 'bob', 'carol', 'alice'];
+      for (const [i, owner] of owners.entries()) await store.createPlant(plant(BigInt(i * 10 - 30), owner));
+      const all = await allEvents(store);
+      assert.deepEqual(
+        all.map((e) => e.owner),
+        owners,
+      );
+      const pages = async (owner: string | null, limit: number): Promise<EventRecord[][]> => {
+        const seen: EventRecord[][] = [];
+        for (let after = 0n; ;) {
+          const page = await store.readEvents(after, owner, limit);
+          seen.push(page);
+          if (page.length === 0) return seen;
+          after = page.at(-1)!.id;
+        }
+      };
+      const alice = await pages('alice', 2);
+      assert.deepEqual(
+        alice.map((p) => p.length),
+        [2, 2, 0],
+      );
+      assert.deepEqual(
+        alice.flat(),
+        all.filter((e) => e.owner === 'alice'),
+      );
+      const everyone = await pages(null, 3);
+      assert.deepEqual(
+        everyone.map((p) => p.length),
+        [3, 3, 1, 0],
+      );
+      assert.deepEqual(everyone.flat(), all);
+      assert.deepEqual(await store.readEvents(all[2]!.id, 'bob', 10), [all[4]]);
+      assert.deepEqual(await store.readEvents(0n, 'dave', 10), []);
+      assert.equal(await store.lastEventId(), all.at(-1)!.id);
+    });
+  });
+
+  describe(`${engine.name}: fan-out to webhooks`, () => {
+    withStore('a change gets a delivery for each active webhook that wants its type and may see it', async (h) => {
+      const { store } = h;
+      const hooks = [
+        webhook('wh-a', 'alice'),
+        webhook('wh-b', 'alice', { events: ['plant.created'] }),
+        webhook('wh-c', 'alice', { events: ['plant.deleted'] }),
+        webhook('wh-d', 'alice', { status: 'disabled' }),
+        webhook('wh-e', 'bob'),
+        webhook('wh-f', 'root', { allPlants: true }),
+      ];
+      for (const w of hooks) assert.equal(await store.createWebhook(w, 20), true);
+      await store.createPlant(plant(10n, 'alice'));
+      await store.deletePlant(10n, 'alice');
+      await store.createPlant(plant(20n, 'bob'));
+      await store.createPlant(plant(20n, 'bob')); // a retry: no event, no delivery
+      const [created, deleted, bobs] = (await allEvents(store)).map((e) => e.id);
+      const expected: Record<string, Array<[string, bigint | undefined]>> = {
+        'wh-a': [
+          ['plant.deleted', deleted],
+          ['plant.created', created],
+        ],
+        'wh-b': [['plant.created', created]],
+        'wh-c': [['plant.deleted', deleted]],
+        'wh-d': [],
+        'wh-e': [['plant.created', bobs]],
+        'wh-f': [
+          ['plant.created', bobs],
+          ['plant.deleted', deleted],
+          ['plant.created', created],
+        ],
+      };
+      for (const [id, want] of Object.entries(expected)) {
+        const found = await deliveriesOf(store, id);
+        assert.deepEqual(
+          found.map((d) => [d.type, d.eventId]),
+          want,
+          id,
+        );
+        const fields = (d: DeliveryRecord) => [d.webhookId, d.status, d.attempts, d.lastStatus, d.lastError];
+        assert.deepEqual(
+          found.map(fields),
+          found.map(() => [id, 'pending', 0, null, null]),
+        );
+        assert.ok(found.every((d) => typeof d.nextAttemptAt === 'number' && typeof d.createdAt === 'number'));
+      }
+      // Newest first, up to the limit; another owner's webhook is not found.
+      assert.deepEqual(
+        (await store.listDeliveries('wh-f', 'root', 2))?.map((d) => d.eventId),
+        [bobs, deleted],
+      );
+      assert.equal(await store.listDeliveries('wh-a', 'bob', 10), undefined);
+      assert.equal(await store.listDeliveries('missing', null, 10), undefined);
+    });
+  });
+
+  describe(`${engine.name}: webhooks`, () => {
+    withStore('createWebhook stops at the max per owner, also when 30 creates race with a max of 20', async (h) => {
+      const { store, other } = h;
+      assert.equal(await store.createWebhook(webhook('a-1', 'alice'), 2), true);
+      assert.equal(await store.createWebhook(webhook('a-2', 'alice'), 2), true);
+      assert.equal(await store.createWebhook(webhook('a-3', 'alice'), 2), false);
+      assert.equal(await store.createWebhook(webhook('b-1', 'bob'), 2), true);
+      const raced = await Promise.all(
+        Array.from({ length: 30 }, (_, i) =>
+          (i % 2 === 0 ? store : other).createWebhook(webhook(`c-${String(i).padStart(2, '0')}`, 'carol'), 20),
+        ),
+      );
+      assert.equal(raced.filter(Boolean).length, 20);
+      assert.equal((await store.listWebhooks('carol')).length, 20);
+      assert.equal((await store.listWebhooks(null)).length, 23);
+    });
+
+    withStore('listWebhooks answers the owner’s webhooks oldest first, or everyone’s', async ({ store }) => {
+      const given = [webhook('wh-1', 'alice'), webhook('wh-2', 'bob', { allPlants: true }), webhook('wh-3', 'alice')];
+      for (const w of given) await store.createWebhook({ ...w, events: ['plant.deleted'] }, 20);
+      // createdAt may be the store's own clock (PostgreSQL stamps it); everything else is kept.
+      const shape = ({ createdAt, ...rest }: WebhookRecord) => {
+        assert.equal(typeof createdAt, 'number');
+        return rest;
+      };
+      const expected = given.map(({ createdAt: _c, ...rest }) => ({ ...rest, events: ['plant.deleted'] }));
+      assert.deepEqual((await store.listWebhooks('alice')).map(shape), [expected[0], expected[2]]);
+      assert.deepEqual((await store.listWebhooks(null)).map(shape), expected);
+      assert.deepEqual(await store.listWebhooks('carol'), []);
+    });
+
+    withStore('deleteWebhook takes its deliveries with it; another owner’s delete answers false', async (h) => {
+      const { store } = h;
+      await store.createWebhook(webhook('wh-1', 'alice'), 20);
+      await store.createWebhook(webhook('wh-2', 'alice'), 20);
+      await store.createPlant(plant(1n, 'alice'));
+      assert.equal(await store.deleteWebhook('wh-1', 'bob'), false);
+      assert.equal((await deliveriesOf(store, 'wh-1')).length, 1);
+      assert.equal(await store.deleteWebhook('wh-1', 'alice'), true);
+      assert.equal(await store.deleteWebhook('wh-1', 'alice'), false);
+      assert.equal(await store.listDeliveries('wh-1', null, 10), undefined);
+      const left = await h.sql("SELECT webhook_id FROM deliveries WHERE webhook_id = 'wh-1'");
+      assert.deepEqual(left, []);
+      assert.equal(await store.deleteWebhook('wh-2', null), true); // plants:admin, or an operator
+      assert.deepEqual(await store.listWebhooks(null), []);
+      assert.deepEqual(await h.sql('SELECT id FROM deliveries'), []);
+    });
+
+    withStore('enableWebhook makes a disabled webhook active; another owner’s answers false', async ({ store }) => {
+      await store.createWebhook(webhook('wh-1', 'alice', { status: 'disabled' }), 20);
+      assert.equal(await store.enableWebhook('wh-1', 'bob'), false);
+      assert.equal(await statusOf(store, 'wh-1'), 'disabled');
+      assert.equal(await store.enableWebhook('wh-1', 'alice'), true);
+      assert.equal(await statusOf(store, 'wh-1'), 'active');
+      assert.equal(await store.enableWebhook('missing', null), false);
+    });
+  });
+
+  describe(`${engine.name}: claiming and recording deliveries`, () => {
+    withStore('claimDeliveries leases a due delivery with what a send needs, to one holder', async (h) => {
+      const { store, other } = h;
+      await store.createWebhook(webhook('wh-1', 'alice'), 20);
+      await store.createPlant(plant(MAX, 'alice', 'x'));
+      const [event] = await allEvents(store);
+      const [delivery] = await deliveriesOf(store, 'wh-1');
+      const expected: ClaimedDelivery = {
+        id: delivery!.id,
+        eventId: event!.id,
+        type: 'plant.created',
+        attempts: 0,
+        payload: '{"id":9223372036854775807,"name":"x"}',
+        webhook: { id: 'wh-1', url: 'https://hooks.example/wh-1', secret: 'whsec_wh-1' },
+      };
+      assert.deepEqual(await claim(store, 'h1'), [expected]);
+      assert.deepEqual(await claim(other, 'h2'), []);
+      assert.deepEqual(await claim(store, 'h1'), [], 'a lease is not claimed twice, even by its holder');
+    });
+
+    withStore('two holders claiming at once get disjoint deliveries, every one of them once', async (h) => {
+      const { store, other } = h;
+      for (const id of ['wh-1', 'wh-2', 'wh-3']) await store.createWebhook(webhook(id, 'alice'), 20);
+      for (let round = 0; round < 5; round++) {
+        for (let i = 0; i < 30; i++) await store.createPlant(plant(BigInt(round * 100 + i), 'alice'));
+        const taken = new Map<bigint, string>();
+        for (;;) {
+          const [a, b] = await Promise.all([claim(store, 'h1', 7), claim(other, 'h2', 7)]);
+          for (const [holder, claimed] of [['h1', a] as const, ['h2', b] as const]) {
+            for (const d of claimed) {
+              assert.ok(!taken.has(d.id), `delivery ${d.id} was claimed twice`);
+              taken.set(d.id, holder);
+            }
+          }
+          if (a.length === 0 && b.length === 0) break;
+        }
+        assert.equal(taken.size, 90);
+        for (const [id, holder] of taken) assert.equal(await store.recordAttempt(id, holder, delivered), true);
+      }
+    });
+
+    withStore('perWebhook and the busy counts limit how many of one webhook are claimed', async (h) => {
+      const { store } = h;
+      await store.createWebhook(webhook('wh-a', 'alice'), 20);
+      await store.createWebhook(webhook('wh-b', 'alice'), 20);
+      for (let i = 1n; i <= 5n; i++) await store.createPlant(plant(i, 'alice'));
+      const ids = (await allEvents(store)).map((e) => e.id);
+      const got = async (limit: number, perWebhook: number, busy: Array<[string, number]>) => {
+        const claimed = await claim(store, 'h', limit, perWebhook, new Map(busy));
+        await store.releaseLeases('h');
+        return claimed.map((d) => [d.webhook.id, d.eventId]).sort((x, y) => String(x).localeCompare(String(y)));
+      };
+      // The earliest of each webhook.
+      assert.deepEqual(await got(100, 2, []), [
+        ['wh-a', ids[0]],
+        ['wh-a', ids[1]],
+        ['wh-b', ids[0]],
+        ['wh-b', ids[1]],
+      ]);
+      assert.deepEqual(await got(100, 2, [['wh-a', 1]]), [
+        ['wh-a', ids[0]],
+        ['wh-b', ids[0]],
+        ['wh-b', ids[1]],
+      ]);
+      assert.deepEqual(
+        await got(100, 2, [
+          ['wh-a', 2],
+          ['wh-b', 3],
+        ]),
+        [],
+      );
+      assert.equal((await got(3, 5, [])).length, 3);
+    });
+
+    withStore(
+      'a webhook at its limit does not keep another webhook’s due delivery from being claimed',
+      async ({ store }) => {
+        await store.createWebhook(webhook('wh-a', 'alice'), 20);
+        await store.createWebhook(webhook('wh-b', 'alice'), 20);
+        await store.createWebhook(webhook('wh-w', 'bob'), 20);
+        await store.createPlant(plant(1n, 'alice'));
+        await store.createPlant(plant(2n, 'alice'));
+        await store.createPlant(plant(3n, 'bob'));
+        const busy = new Map([
+          ['wh-a', 2],
+          ['wh-b', 2],
+        ]);
+        const claimed = await claim(store, 'h', 1, 2, busy);
+        assert.deepEqual(
+          claimed.map((d) => d.webhook.id),
+          ['wh-w'],
+        );
+      },
+    );
+
+    withStore('an expired lease goes to another holder, and the first holder’s record is refused', async (h) => {
+      const { store, other } = h;
+      await store.createWebhook(webhook('wh-1', 'alice'), 20);
+      await store.createPlant(plant(1n, 'alice'));
+      const [first] = await store.claimDeliveries('h1', 50, 10, 10, new Map());
+      const [second] = await eventually(async () => {
+        const claimed = await claim(other, 'h2');
+        return claimed.length > 0 ? claimed : undefined;
+      }, 'the lease of 50 ms never expired');
+      assert.equal(second!.id, first!.id);
+      assert.equal(await store.recordAttempt(first!.id, 'h1', delivered), false, 'the lease was lost');
+      assert.equal(await other.recordAttempt(first!.id, 'h2', delivered), true);
+      const [record] = await deliveriesOf(store, 'wh-1');
+      assert.deepEqual([record!.status, record!.attempts, record!.lastStatus], ['delivered', 1, 200]);
+    });
+
+    withStore('recordAttempt records delivered, pending with a retry time, and failed', async (h) => {
+      const { store } = h;
+      await store.createWebhook(webhook('wh-1', 'alice'), 20);
+      for (let i = 1n; i <= 3n; i++) await store.createPlant(plant(i, 'alice'));
+      const [d1, d2, d3] = (await claim(store, 'h')).sort(byId);
+      assert.equal(await store.recordAttempt(d1!.id, 'someone else', delivered), false);
+      assert.equal(await store.recordAttempt(d1!.id, 'h', delivered), true);
+      assert.equal(await store.recordAttempt(d2!.id, 'h', retryIn(60_000)), true);
+      assert.equal(await store.recordAttempt(d3!.id, 'h', failed), true);
+      assert.equal(await store.recordAttempt(d1!.id, 'h', failed), false, 'recorded already: no lease left');
+      const [r3, r2, r1] = await deliveriesOf(store, 'wh-1');
+      const shape = (d: DeliveryRecord) => [d.status, d.attempts, d.lastStatus, d.lastError, d.nextAttemptAt];
+      assert.deepEqual(shape(r1!), ['delivered', 1, 200, null, null]);
+      assert.deepEqual(shape(r3!), ['failed', 1, 500, 'the receiver answered 500', null]);
+      assert.deepEqual(shape(r2!).slice(0, 4), ['pending', 1, 503, 'the receiver answered 503']);
+      // By the store's clock: at least a minute after the delivery was created, when the attempt was recorded.
+      assert.ok(r2!.nextAttemptAt! >= r2!.createdAt + 60_000 && r2!.nextAttemptAt! < r2!.createdAt + 120_000);
+      assert.deepEqual(await claim(store, 'h'), [], 'a retry is not due before its time');
+      const due = await store.nextDueInMs();
+      assert.ok(due !== null && due > 50_000 && due <= 60_000, `next due in ${due} ms`);
+    });
+
+    withStore('a retry due now is claimed again with its attempts counted', async ({ store }) => {
+      await store.createWebhook(webhook('wh-1', 'alice'), 20);
+      await store.createPlant(plant(1n, 'alice'));
+      const [d] = await claim(store, 'h');
+      await store.recordAttempt(d!.id, 'h', retryIn(0));
+      assert.deepEqual(
+        (await claim(store, 'h2')).map((c) => [c.id, c.attempts]),
+        [[d!.id, 1]],
+      );
+    });
+
+    withStore('`disable` disables the webhook: its deliveries wait until enableWebhook', async ({ store }) => {
+      await store.createWebhook(webhook('wh-1', 'alice'), 20);
+      await store.createPlant(plant(1n, 'alice'));
+      await store.createPlant(plant(2n, 'alice'));
+      const [d1] = await claim(store, 'h', 1);
+      const gone = { ...failed, lastStatus: 410, disable: 'the receiver answered 410 Gone' };
+      assert.equal(await store.recordAttempt(d1!.id, 'h', gone), true);
+      assert.equal(await statusOf(store, 'wh-1'), 'disabled');
+      assert.deepEqual(await claim(store, 'h'), []);
+      assert.equal(await store.enableWebhook('wh-1', 'alice'), true);
+      const [d2] = await claim(store, 'h');
+      assert.ok(d2 && d2.id > d1!.id);
+    });
+
+    withStore('a webhook failing for disableWhenFailingForMs is disabled; a success ends the streak', async (h) => {
+      const { store } = h;
+      // One webhook per owner (named after it), its deliveries retried at once after every failure.
+      const attempt = async (owner: string, outcome: AttemptOutcome) => {
+        const d = (await claim(store, 'h')).find((c) => c.webhook.id === owner);
+        assert.ok(d, `${owner}'s delivery is due`);
+        assert.equal(await store.recordAttempt(d.id, 'h', outcome), true);
+        await store.releaseLeases('h'); // the other webhooks' deliveries
+        return statusOf(store, owner);
+      };
+      const webhookOf = async (owner: string) => {
+        await store.createWebhook(webhook(owner, owner), 20);
+        await store.createPlant(plant(BigInt(owner.length), owner));
+      };
+      await webhookOf('o');
+      assert.equal(await attempt('o', retryIn(0, 0)), 'disabled', 'with 0 the first failure disables');
+
+      await webhookOf('oo');
+      assert.equal(await attempt('oo', retryIn(0, 50)), 'active');
+      await sleep(80); // the streak is now older than 50 ms: time has to pass
+      assert.equal(await attempt('oo', retryIn(0, 50)), 'disabled');
+      assert.equal(await store.enableWebhook('oo', 'oo'), true); // … and forgets the streak
+      assert.equal(await attempt('oo', retryIn(0, 50)), 'active');
+
+      await webhookOf('ooo');
+      assert.equal(await attempt('ooo', retryIn(0, 50)), 'active');
+      await sleep(80);
+      await store.createPlant(plant(100n, 'ooo')); // a second delivery to succeed with
+      assert.equal(await attempt('ooo', { ...delivered, disableWhenFailingForMs: 50 }), 'active');
+      assert.equal(await attempt('ooo', retryIn(0, 50)), 'active', 'the success ended the streak');
+    });
+
+    withStore('retryDelivery makes a delivered or failed delivery pending and due now', async (h) => {
+      const { store } = h;
+      await store.createWebhook(webhook('wh-1', 'alice'), 20);
+      await store.createWebhook(webhook('wh-2', 'alice'), 20);
+      await store.createPlant(plant(1n, 'alice'));
+      await store.createPlant(plant(2n, 'alice'));
+      const claimed = (await claim(store, 'h')).filter((d) => d.webhook.id === 'wh-1').sort(byId);
+      const [d1, d2] = claimed;
+      await store.recordAttempt(d1!.id, 'h', delivered);
+      await store.recordAttempt(d2!.id, 'h', failed);
+      await store.releaseLeases('h'); // wh-2's
+      assert.equal(await store.retryDelivery('wh-2', d1!.id, 'alice'), false, 'another webhook’s delivery');
+      assert.equal(await store.retryDelivery('wh-1', d1!.id, 'bob'), false, 'another owner');
+      assert.equal(await store.retryDelivery('wh-1', 999_999n, 'alice'), false, 'no such delivery');
+      assert.equal(await store.retryDelivery('wh-1', d1!.id, 'alice'), true);
+      assert.equal(await store.retryDelivery('wh-1', d2!.id, null), true);
+      const records = (await deliveriesOf(store, 'wh-1')).sort(byId);
+      assert.deepEqual(
+        records.map((d) => [d.status, d.attempts, typeof d.nextAttemptAt]),
+        [
+          ['pending', 1, 'number'],
+          ['pending', 1, 'number'],
+        ],
+      );
+      const again = (await claim(store, 'h2')).filter((d) => d.webhook.id === 'wh-1');
+      assert.deepEqual(
+        again.sort(byId).map((d) => [d.id, d.attempts]),
+        [
+          [d1!.id, 1],
+          [d2!.id, 1],
+        ],
+      );
+    });
+
+    withStore('retryDelivery of a delivery in flight does not put it in flight twice', async ({ store, other }) => {
+      await store.createWebhook(webhook('wh-1', 'alice'), 20);
+      await store.createPlant(plant(1n, 'alice'));
+      const [d] = await claim(store, 'h1');
+      await store.retryDelivery('wh-1', d!.id, 'alice');
+      assert.deepEqual(await claim(other, 'h2'), [], 'h1 still holds it');
+    });
+
+    withStore('releaseLeases gives a holder’s leases back at once', async ({ store, other }) => {
+      await store.createWebhook(webhook('wh-1', 'alice'), 20);
+      await store.createPlant(plant(1n, 'alice'));
+      await store.createPlant(plant(2n, 'alice'));
+      assert.equal((await claim(store, 'h1')).length, 2);
+      await other.releaseLeases('h2');
+      assert.deepEqual(await claim(other, 'h2'), []);
+      await store.releaseLeases('h1');
+      assert.equal((await claim(other, 'h2')).length, 2);
+    });
+
+    withStore('nextDueInMs is 0 while a delivery is due, and the wait until its retry', async ({ store }) => {
+      await store.createWebhook(webhook('wh-1', 'alice'), 20);
+      await store.createPlant(plant(1n, 'alice'));
+      assert.equal(await store.nextDueInMs(), 0);
+      const [d] = await claim(store, 'h');
+      await store.recordAttempt(d!.id, 'h', retryIn(60_000));
+      const wait = await store.nextDueInMs();
+      assert.ok(wait !== null && wait > 50_000 && wait <= 60_000, `next due in ${wait} ms`);
+      await store.retryDelivery('wh-1', d!.id, 'alice');
+      assert.equal(await store.nextDueInMs(), 0);
+    });
+
+    withStore('nextDueInMs is null when no delivery of an active webhook is pending', async ({ store }) => {
+      assert.equal(await store.nextDueInMs(), null, 'no delivery at all');
+      await store.createWebhook(webhook('wh-1', 'alice', { status: 'disabled' }), 20);
+      await store.createWebhook(webhook('wh-2', 'bob'), 20);
+      await store.createPlant(plant(1n, 'bob'));
+      const [d] = await claim(store, 'h');
+      await store.recordAttempt(d!.id, 'h', delivered);
+      assert.equal(await store.nextDueInMs(), null, 'only a delivered one');
+      await store.enableWebhook('wh-1', 'alice');
+      await store.createPlant(plant(2n, 'alice'));
+      await store.recordAttempt((await claim(store, 'h'))[0]!.id, 'h', {
+        ...failed,
+        disable: 'the receiver answered 410 Gone',
+      });
+      await store.createPlant(plant(3n, 'alice'));
+      assert.equal(await store.nextDueInMs(), null, 'only pending ones of a disabled webhook');
+    });
+
+    withStore('nextDueInMs does not count a delivery another holder has leased as due now', async ({ store }) => {
+      await store.createWebhook(webhook('wh-1', 'alice'), 20);
+      await store.createPlant(plant(1n, 'alice'));
+      await claim(store, 'h');
+      const due = await store.nextDueInMs();
+      // Not due now: either nothing anyone may take (null), or later.
+      assert.ok(due === null || due > 0, `next due in ${due} ms while the only delivery is leased for 60 s`);
+    });
+  });
+
+  describe(`${engine.name}: retention`, () => {
+    withStore('pruneEvents removes old events and finished deliveries in batches, never pending ones', async (h) => {
+      const { store } = h;
+      await store.createWebhook(webhook('wh-1', 'alice'), 20);
+      for (let i = 1n; i <= 7n; i++) await store.createPlant(plant(i, 'alice'));
+      const events = await allEvents(store);
+      const [d1, d2, d3] = (await claim(store, 'h', 3, 3)).sort(byId);
+      await store.recordAttempt(d1!.id, 'h', delivered);
+      await store.recordAttempt(d2!.id, 'h', failed);
+      await store.recordAttempt(d3!.id, 'h', retryIn(0));
+      // The first five events and their deliveries are ten days old.
+      const fifth = events[4]!.id;
+      await h.sql(`UPDATE events SET created_at = created_at - ${10 * DAY} WHERE id <= ${fifth}`);
+      await h.sql(`UPDATE deliveries SET created_at = created_at - ${10 * DAY} WHERE event_id <= ${fifth}`);
+      assert.equal(await store.pruneEvents(20 * DAY, 2), 0, 'nothing is older than twenty days');
+
+      const removed: number[] = [];
+      const horizons: bigint[] = [];
+      for (let gone = -1; gone !== 0;) {
+        removed.push((gone = await store.pruneEvents(7 * DAY, 2)));
+        horizons.push(await store.eventHorizon());
+      }
+      // Two events and two finished deliveries, then the rest of the events, a batch at a time.
+      assert.deepEqual(removed, [4, 2, 1, 0]);
+      assert.deepEqual(horizons, [events[1]!.id, events[3]!.id, fifth, fifth]);
+      assert.deepEqual(await allEvents(store), events.slice(5));
+      assert.equal(await store.lastEventId(), events[6]!.id);
+      const left = (await deliveriesOf(store, 'wh-1')).sort(byId);
+      assert.deepEqual(
+        left.map((d) => [d.eventId, d.status]),
+        events.slice(2).map((e) => [e.id, 'pending']),
+      );
+      // A pending delivery whose event is gone is still claimed, with no payload to send.
+      const claimed = (await claim(store, 'h')).sort(byId);
+      assert.deepEqual(
+        claimed.map((d) => d.payload),
+        ['', '', '', '{"id":6,"name":"plant 6"}', '{"id":7,"name":"plant 7"}'],
+      );
+    });
+  });
+}
