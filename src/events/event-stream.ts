@@ -1,0 +1,97 @@
+import type { ServerResponse } from 'node:http';
+import type { EventRecord, EventStore } from '../store/store.js';
+import { PAGE, type TailSubscriber } from './event-tail.js';
+
+/** A stream whose client reads slower than this many bytes are queued is closed; it may resume. */
+const MAX_QUEUED_BYTES = 4 * 1024 * 1024;
+/** Events that arrive live while a stream still catches up from the log wait here, up to this many. */
+const MAX_HELD = 10_000;
+
+/** One Server-Sent Events message (WHATWG HTML, §9.2): id, event type, the payload on one data line. */
+export const sseMessage = (event: EventRecord): string =>
+  `id: ${event.id}\nevent: ${event.type}\ndata: ${event.payload}\n\n`;
+
+/**
+ * One open `GET /events`: first the log from `after` on (its own reads, page by page), then what
+ * the tail hands it. Events the tail offers during the catch-up are held and sent after it, past
+ * the cursor: each event is sent once, in id order.
+ */
+export class EventStream implements TailSubscriber {
+  private cursor: bigint;
+  private held: EventRecord[] | undefined = [];
+  private overflowed = false;
+  private closed = false;
+
+  constructor(
+    private readonly response: ServerResponse,
+    private readonly store: EventStore,
+    /** Whose plants' events it may see; null: every plant's (plants:admin). */
+    private readonly owner: string | null,
+    after: bigint,
+    private readonly onClose: () => void,
+  ) {
+    this.cursor = after;
+    response.on('close', () => this.close());
+  }
+
+  get isClosed(): boolean {
+    return this.closed;
+  }
+
+  /** Sends the log after the cursor, then switches to live events. */
+  async catchUp(): Promise<void> {
+    do {
+      this.overflowed = false;
+      for (;;) {
+        if (this.closed) return;
+        const events = await this.store.readEvents(this.cursor, this.owner, PAGE);
+        for (const event of events) this.send(event);
+        if (events.length < PAGE) break;
+      }
+      // Live events were dropped from the hold while reading: they are in the log; read on.
+    } while (this.overflowed);
+    const held = this.held ?? [];
+    this.held = undefined;
+    for (const event of held) this.send(event);
+  }
+
+  offer(event: EventRecord): void {
+    if (this.closed || (this.owner !== null && event.owner !== this.owner)) return;
+    if (this.held === undefined) return this.send(event);
+    this.held.push(event);
+    // A catch-up that falls this far behind reads the log again from its cursor rather than hold more.
+    if (this.held.length > MAX_HELD) {
+      this.held = [];
+      this.overflowed = true;
+    }
+  }
+
+  heartbeat(): void {
+    this.write(': keep-alive\n\n');
+  }
+
+  private send(event: EventRecord): void {
+    if (event.id <= this.cursor) return;
+    this.cursor = event.id;
+    this.write(sseMessage(event));
+  }
+
+  private write(text: string): void {
+    if (this.closed) return;
+    this.response.write(text);
+    if (this.response.writableLength > MAX_QUEUED_BYTES) this.end(); // a reader this slow resumes with Last-Event-ID
+  }
+
+  /** Ends the stream (shutdown, a slow reader); the client reconnects with Last-Event-ID. */
+  end(): void {
+    if (this.closed) return;
+    this.response.end();
+    this.close();
+  }
+
+  private close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.onClose();
+  }
+}

@@ -1,0 +1,167 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import Type from 'typebox';
+import { HttpError } from '../errors.js';
+import { errorResponses } from '../http/responses.js';
+import { parseDecimalBigInt } from '../http/validation.js';
+import type { EventStore } from '../store/store.js';
+import { EventStream } from './event-stream.js';
+import { EventTail } from './event-tail.js';
+
+export interface EventFeedOptions {
+  readonly heartbeatMs: number;
+  readonly maxStreamsPerToken: number;
+}
+
+/**
+ * Last-Event-ID (what a browser's EventSource sends on reconnect) wins over ?after=; with neither,
+ * undefined: the stream starts from now.
+ */
+function resumeAfter(header: string | string[] | undefined, query: string | undefined): bigint | undefined {
+  const text = typeof header === 'string' ? header.trim() : query;
+  if (text === undefined || text === '') return undefined;
+  const id = /^[0-9]{1,19}$/.test(text) ? parseDecimalBigInt(text) : undefined;
+  if (id === undefined || id > 9223372036854775807n) {
+    throw new HttpError(400, 'Last-Event-ID and ?after= must be an event id: a whole number from 0');
+  }
+  return id;
+}
+
+export const eventFeedSchema = {
+  operationId: 'streamEvents',
+  summary: 'The change feed',
+  description:
+    'Server-Sent Events: each event of the plants the caller may see, as `id`, `event` (its type) and `data` (its payload), live as changes commit, with a comment line at least every 15 s. Without `Last-Event-ID` or `?after=` the stream starts from now; with one it resumes strictly after that event (`?after=0`: every event kept). An id older than the retention answers 410. At most 5 open streams per token.',
+  tags: ['events'],
+  security: [{ bearerAuth: [] }],
+  querystring: Type.Object({
+    after: Type.Optional(
+      Type.String({ pattern: '^[0-9]{1,19}$', description: 'resume after this event id', examples: ['0'] }),
+    ),
+  }),
+  'x-request-headers': {
+    'Last-Event-ID': {
+      description: 'the id of the last event received: the stream resumes after it (wins over `?after=`)',
+      schema: { type: 'string' },
+      example: '0',
+    },
+  },
+  response: {
+    200: {
+      description: 'A text/event-stream that stays open',
+      content: {
+        'text/event-stream': {
+          schema: { type: 'string' },
+          example:
+            ': connected\n\nid: 1\nevent: plant.created\ndata: {"id":42,"name":"Monstera","tag":"tropical"}\n\n' +
+            'id: 2\nevent: plant.deleted\ndata: {"id":42}\n\n',
+        },
+      },
+    },
+    ...errorResponses(400, 401, 403, 408, 410, 429, 431, 500, 503),
+  },
+};
+
+/** The open streams of this process, so that a shutdown can end them all before it drains. */
+export class EventStreams {
+  readonly streams = new Set<EventStream>();
+  /** Set by endAll: a shutdown has begun, and new streams are refused (they would hold it open). */
+  closing = false;
+
+  /** Ends every stream cleanly; each client reconnects (elsewhere) and resumes with Last-Event-ID. */
+  endAll(): void {
+    this.closing = true;
+    for (const stream of this.streams) stream.end();
+  }
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** The change feed's open streams (GET /events). */
+    eventStreams: EventStreams;
+  }
+}
+
+/** GET /events: the change feed (CONTRACT.md, Events). */
+export function eventRoutes(
+  store: EventStore,
+  options: EventFeedOptions,
+  registry: EventStreams,
+): FastifyPluginAsyncTypebox {
+  return async (app) => {
+    const tail = new EventTail(store, options.heartbeatMs, (error) =>
+      app.log.warn({ err: error }, 'change feed: could not read the event log; trying again'),
+    );
+    const open = new Map<string, number>();
+    const streams = registry.streams;
+    app.addHook('preClose', (done) => {
+      registry.endAll();
+      tail.close();
+      done();
+    });
+
+    app.get(
+      '/events',
+      { schema: eventFeedSchema, config: { scope: 'plants:read' }, exposeHeadRoute: false },
+      async (request, reply) => {
+        const { principal } = request;
+        if (registry.closing) {
+          throw new HttpError(503, 'the server is shutting down; reconnect to resume the feed', {
+            'retry-after': '1',
+            connection: 'close',
+          });
+        }
+        const asked = resumeAfter(request.headers['last-event-id'], request.query.after);
+        if (asked !== undefined && asked < (await store.eventHorizon())) {
+          throw new HttpError(
+            410,
+            `events after ${asked} are past the retention; read the plants again, then follow the feed from now`,
+          );
+        }
+        const count = open.get(principal.tokenId) ?? 0;
+        if (count >= options.maxStreamsPerToken) {
+          throw new HttpError(
+            429,
+            `at most ${options.maxStreamsPerToken} open event streams per token; close one first`,
+            {
+              'retry-after': '5',
+            },
+          );
+        }
+        const after = asked ?? (await store.lastEventId());
+        open.set(principal.tokenId, count + 1);
+        reply.hijack();
+        const raw = reply.raw;
+        // What the hooks set (CORS, RateLimit-*) goes out too: Node merges these into writeHead's.
+        for (const [name, value] of Object.entries(reply.getHeaders()))
+          if (value !== undefined) raw.setHeader(name, value);
+        raw.writeHead(200, {
+          'content-type': 'text/event-stream; charset=utf-8',
+          'cache-control': 'no-store',
+          'x-content-type-options': 'nosniff',
+          'x-request-id': request.id,
+          'x-accel-buffering': 'no', // nginx: pass each event on at once
+        });
+        raw.flushHeaders();
+        const owner = principal.scopes.has('plants:admin') ? null : principal.subject;
+        const stream = new EventStream(raw, store, owner, after, () => {
+          streams.delete(stream);
+          tail.unsubscribe(stream);
+          const left = (open.get(principal.tokenId) ?? 1) - 1;
+          if (left === 0) open.delete(principal.tokenId);
+          else open.set(principal.tokenId, left);
+        });
+        streams.add(stream);
+        raw.write(': connected\n\n');
+        try {
+          await tail.subscribe(stream);
+          if (stream.isClosed)
+            tail.unsubscribe(stream); // the client left while it was being set up
+          else await stream.catchUp();
+        } catch (error) {
+          request.log.warn({ err: error }, 'change feed: a stream failed while catching up; it ends');
+          stream.end();
+        }
+      },
+    );
+  };
+}

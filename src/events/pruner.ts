@@ -1,0 +1,55 @@
+import type { FastifyBaseLogger } from 'fastify';
+import type { EventStore } from '../store/store.js';
+
+/** Rows one prune statement removes at most: short transactions that never hold writers up for long. */
+const BATCH = 1000;
+/** How often the log is pruned. */
+const EVERY_MS = 60_000;
+
+/**
+ * Keeps events and delivery records for EVENT_RETENTION: every minute, in batches of a thousand
+ * rows with a turn of the event loop between them, until nothing is older. Every process does it;
+ * the batches are small, so two pruning at once only share the work.
+ */
+export class EventPruner {
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<void> | undefined;
+
+  constructor(
+    private readonly store: EventStore,
+    private readonly retentionMs: number,
+    private readonly log: FastifyBaseLogger,
+  ) {}
+
+  start(): void {
+    this.timer = setInterval(() => void this.pruneNow(), EVERY_MS);
+    this.timer.unref();
+    void this.pruneNow();
+  }
+
+  /** Prunes until nothing past retention is left; answers how many rows went. */
+  pruneNow(): Promise<void> {
+    this.running ??= this.prune().finally(() => (this.running = undefined));
+    return this.running;
+  }
+
+  private async prune(): Promise<void> {
+    let total = 0;
+    try {
+      for (;;) {
+        const gone = await this.store.pruneEvents(this.retentionMs, BATCH);
+        total += gone;
+        if (gone < BATCH) break;
+        await new Promise((resolve) => setImmediate(resolve));
+      }
+      if (total > 0) this.log.info({ rows: total }, 'pruned events and delivery records past EVENT_RETENTION');
+    } catch (error) {
+      this.log.warn({ err: error }, 'could not prune the event log; trying again in a minute');
+    }
+  }
+
+  async stop(): Promise<void> {
+    clearInterval(this.timer);
+    await this.running;
+  }
+}

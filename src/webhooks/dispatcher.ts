@@ -1,0 +1,254 @@
+import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
+import type { FastifyBaseLogger } from 'fastify';
+import type { EventSettings } from '../config.js';
+import type { AttemptOutcome, ClaimedDelivery, Store } from '../store/store.js';
+import type { ApiPressure } from './api-pressure.js';
+import type { SecretBox } from './secret-box.js';
+import type { WebhookAttempt, WebhookSender } from './sender.js';
+import { signDelivery } from './signing.js';
+import { tracing, untraced } from '../system/tracing-hooks.js';
+
+/** How many deliveries one claim leases at most. */
+const CLAIM_BATCH = 64;
+/** The longest sleep between two looks for due deliveries, whatever woke or did not wake it. */
+const MAX_IDLE_MS = 1000;
+const USER_AGENT = 'plant-store-webhooks/1.1.0';
+/** The deliveries in flight in one process while the API saturates it (see ApiPressure). */
+const UNDER_PRESSURE_IN_FLIGHT = 2;
+
+/** ±20 % (CONTRACT.md), so that many deliveries that failed together do not retry together. */
+const jitter = (ms: number, random: () => number): number => Math.round(ms * (0.8 + 0.4 * random()));
+
+/**
+ * What an attempt means for its delivery and webhook: 2xx delivered; 410 failed, and the webhook
+ * disabled; anything else retried on the schedule, then failed. `attempt` counts from 1.
+ */
+export function outcomeOf(
+  attempt: number,
+  result: WebhookAttempt,
+  settings: Pick<EventSettings, 'retrySchedule' | 'disableAfterFailingMs'>,
+  random: () => number = Math.random,
+): AttemptOutcome {
+  const status = result.status ?? null;
+  const ok = result.error === undefined && status !== null && status >= 200 && status < 300;
+  const common = { lastStatus: status, disableWhenFailingForMs: settings.disableAfterFailingMs };
+  if (ok) return { ...common, status: 'delivered', lastError: null, retryInMs: null, healthy: true, disable: null };
+  const lastError = result.error ?? `the receiver answered ${status}`;
+  if (status === 410) {
+    return {
+      ...common,
+      status: 'failed',
+      lastError,
+      retryInMs: null,
+      healthy: false,
+      disable: 'the receiver answered 410 Gone',
+    };
+  }
+  const wait = settings.retrySchedule[attempt]; // the wait before attempt + 1
+  if (wait === undefined)
+    return { ...common, status: 'failed', lastError, retryInMs: null, healthy: false, disable: null };
+  return { ...common, status: 'pending', lastError, retryInMs: jitter(wait, random), healthy: false, disable: null };
+}
+
+/**
+ * Sends due deliveries, in every `serve` process of every instance. Deliveries are leased in the
+ * store (on PostgreSQL with FOR UPDATE SKIP LOCKED), so each is in flight in one process at a time;
+ * a process that dies leaves its leases to expire (`leaseMs`) for another. No transaction is open
+ * while a request is out: the lease is one statement, the attempt's record another.
+ *
+ * It wakes when events commit (the store's watchEvents: this process's commits, LISTEN/NOTIFY or
+ * PRAGMA data_version for the others) and when the next retry is due, and looks at least every
+ * second. At most `maxInFlight` requests are out, `maxInFlightPerWebhook` to one webhook, so a
+ * slow receiver holds only its own share; while HTTP requests saturate the process (`pressure`),
+ * only UNDER_PRESSURE_IN_FLIGHT, so the API keeps its speed and the deliveries catch up after.
+ */
+export class Dispatcher {
+  readonly holder = `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
+  private readonly inFlight = new Map<string, number>();
+  private readonly sending = new Set<Promise<void>>();
+  private running = false;
+  private looking = false;
+  private again = false;
+  private soon = false;
+  private timer: NodeJS.Timeout | undefined;
+  private unwatch: (() => void) | undefined;
+
+  constructor(
+    private readonly store: Store,
+    private readonly sender: WebhookSender,
+    private readonly box: SecretBox,
+    private readonly settings: EventSettings,
+    private readonly log: FastifyBaseLogger,
+    private readonly pressure?: ApiPressure,
+    private readonly clock: () => number = Date.now,
+  ) {}
+
+  /** How many requests may be out now. */
+  private get capacity(): number {
+    return this.pressure?.saturated === true
+      ? Math.min(UNDER_PRESSURE_IN_FLIGHT, this.settings.maxInFlight)
+      : this.settings.maxInFlight;
+  }
+
+  start(): void {
+    if (this.running) return;
+    this.running = true;
+    this.unwatch = this.store.watchEvents(() => this.wake());
+    this.wake();
+  }
+
+  /** Looks for due deliveries now (coalesced: one look at a time, and one more if woken meanwhile). */
+  wake(): void {
+    if (!this.running) return;
+    if (this.looking) {
+      this.again = true;
+      return;
+    }
+    this.looking = true;
+    clearTimeout(this.timer);
+    void untraced(() => this.look()).finally(() => {
+      this.looking = false;
+      if (this.again) {
+        this.again = false;
+        this.wake();
+      }
+    });
+  }
+
+  /**
+   * A wake at the end of this turn: the sends that finish in one turn free their slots together,
+   * and one lease fills them all, instead of one lease (a write) per finished send.
+   */
+  private wakeSoon(): void {
+    if (this.soon) return;
+    this.soon = true;
+    setImmediate(() => {
+      this.soon = false;
+      this.wake();
+    });
+  }
+
+  private get total(): number {
+    return this.sending.size;
+  }
+
+  private async look(): Promise<void> {
+    let sleepMs = MAX_IDLE_MS;
+    try {
+      const capacity = this.capacity;
+      while (this.running && this.total < capacity) {
+        const room = Math.min(CLAIM_BATCH, capacity - this.total);
+        const claimed = await this.store.claimDeliveries(
+          this.holder,
+          this.settings.leaseMs,
+          room,
+          this.settings.maxInFlightPerWebhook,
+          this.inFlight,
+        );
+        for (const delivery of claimed) this.send(delivery);
+        if (claimed.length < room) break;
+      }
+      const due = await this.store.nextDueInMs();
+      if (due !== null) sleepMs = Math.min(sleepMs, Math.max(due, 5));
+    } catch (error) {
+      this.log.warn({ err: error }, 'webhook dispatcher: could not read due deliveries; trying again');
+    }
+    if (this.running) {
+      this.timer = setTimeout(() => this.wake(), sleepMs);
+      this.timer.unref();
+    }
+  }
+
+  private send(delivery: ClaimedDelivery): void {
+    const webhookId = delivery.webhook.id;
+    this.inFlight.set(webhookId, (this.inFlight.get(webhookId) ?? 0) + 1);
+    const done = this.attempt(delivery).finally(() => {
+      const left = (this.inFlight.get(webhookId) ?? 1) - 1;
+      if (left === 0) this.inFlight.delete(webhookId);
+      else this.inFlight.set(webhookId, left);
+      this.sending.delete(done);
+      this.wakeSoon(); // a slot is free: more may be due
+    });
+    this.sending.add(done);
+  }
+
+  private async attempt(delivery: ClaimedDelivery): Promise<void> {
+    const attempt = delivery.attempts + 1;
+    let result: WebhookAttempt;
+    if (delivery.payload === '') {
+      result = { durationMs: 0, error: 'the event is past its retention (EVENT_RETENTION) and cannot be sent' };
+    } else {
+      let secret: string | undefined;
+      try {
+        secret = this.box.open(delivery.webhook.secret, webhookIdOf(delivery));
+      } catch (error) {
+        result = { durationMs: 0, error: (error as Error).message };
+      }
+      if (secret !== undefined) {
+        const signed = signDelivery(secret, `evt_${delivery.eventId}`, this.clock() / 1000, delivery.payload);
+        const headers: Record<string, string> = {
+          'content-type': 'application/json',
+          'user-agent': USER_AGENT,
+          'plant-store-event': delivery.type,
+          ...signed,
+        };
+        const send = (): Promise<WebhookAttempt> =>
+          this.sender.send({ url: delivery.webhook.url, body: delivery.payload, headers });
+        // With tracing on, the attempt is a span and the request carries its `traceparent` (docs/tracing.md).
+        const traced = tracing.current;
+        result = await (traced === undefined
+          ? send()
+          : traced.deliver(
+              {
+                webhookId: delivery.webhook.id,
+                deliveryId: String(delivery.id),
+                eventType: delivery.type,
+                attempt,
+                url: delivery.webhook.url,
+              },
+              headers,
+              send,
+            ));
+      }
+    }
+    const outcome = outcomeOf(attempt, result!, this.settings);
+    try {
+      const recorded = await this.store.recordAttempt(delivery.id, this.holder, outcome);
+      if (!recorded)
+        this.log.warn(
+          { delivery: String(delivery.id) },
+          'webhook dispatcher: lease lost before the attempt was recorded',
+        );
+      if (outcome.disable !== null || (!outcome.healthy && outcome.status === 'failed')) {
+        this.log.info(
+          {
+            webhook: delivery.webhook.id,
+            delivery: String(delivery.id),
+            status: outcome.status,
+            reason: outcome.lastError,
+          },
+          outcome.disable ?? 'webhook delivery failed for good',
+        );
+      }
+    } catch (error) {
+      // The lease runs out and another attempt follows: at least once, never lost.
+      this.log.warn({ err: error, delivery: String(delivery.id) }, 'webhook dispatcher: could not record an attempt');
+    }
+  }
+
+  /**
+   * Stops claiming, lets the requests that are out finish (each bounded by the delivery timeout)
+   * and records them, then gives back any lease left: nothing claimed is lost.
+   */
+  async drain(): Promise<void> {
+    this.running = false;
+    clearTimeout(this.timer);
+    this.unwatch?.();
+    this.unwatch = undefined;
+    while (this.sending.size > 0) await Promise.allSettled([...this.sending]);
+    await this.store.releaseLeases(this.holder).catch(() => {});
+  }
+}
+
+const webhookIdOf = (delivery: ClaimedDelivery): string => delivery.webhook.id;

@@ -1,0 +1,34 @@
+import { createHmac, randomBytes } from 'node:crypto';
+
+// Standard Webhooks (https://www.standardwebhooks.com/): what a receiver's library verifies.
+
+const SECRET_PREFIX = 'whsec_';
+/** 24 random bytes: the size Standard Webhooks' reference libraries generate (192 bits). */
+const SECRET_BYTES = 24;
+
+/** A new signing secret, `whsec_<base64 of 24 random bytes>`, shown to its owner once. */
+export function newWebhookSecret(): string {
+  return `${SECRET_PREFIX}${randomBytes(SECRET_BYTES).toString('base64')}`;
+}
+
+/** The key bytes of a secret: the base64 after `whsec_` (the prefix is not part of the key). */
+function keyOf(secret: string): Buffer {
+  return Buffer.from(secret.startsWith(SECRET_PREFIX) ? secret.slice(SECRET_PREFIX.length) : secret, 'base64');
+}
+
+export interface SignedHeaders {
+  readonly 'webhook-id': string;
+  readonly 'webhook-timestamp': string;
+  readonly 'webhook-signature': string;
+}
+
+/**
+ * The three headers of a signed delivery: `webhook-signature` is `v1,` and the base64
+ * HMAC-SHA256 of `<id>.<timestamp>.<body>` under the secret's decoded bytes. The id is the same
+ * on every retry of one event to one webhook, so a receiver can drop duplicates by it.
+ */
+export function signDelivery(secret: string, id: string, timestampSeconds: number, body: string): SignedHeaders {
+  const timestamp = String(Math.floor(timestampSeconds));
+  const mac = createHmac('sha256', keyOf(secret)).update(`${id}.${timestamp}.${body}`).digest('base64');
+  return { 'webhook-id': id, 'webhook-timestamp': timestamp, 'webhook-signature': `v1,${mac}` };
+}

@@ -1,0 +1,3 @@
+import { onPostgres } from './suites.js';
+
+await onPostgres('events');

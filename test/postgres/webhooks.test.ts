@@ -1,0 +1,3 @@
+import { onPostgres } from './suites.js';
+
+await onPostgres('webhooks', ['address-policy.test.ts', 'sender.test.ts', 'signing.test.ts']);
