@@ -8,18 +8,28 @@ import { JwtVerifier } from './auth/jwt.js';
 import type { Config } from './config.js';
 import { HttpError, errorHandler } from './errors.js';
 import { clientErrorHandler } from './http/client-error.js';
-import { frameworkErrors, installProtocol, queryEncodingHook, requestId } from './http/protocol.js';
+import { isDraining } from './http/draining.js';
+import { registerCompression } from './http/compression.js';
+import { DatabaseOutage } from './http/outage.js';
+import { Cors } from './http/cors.js';
+import { apiFrameworkErrors } from './http/bad-url.js';
+import { installProtocol, queryEncodingHook, requestId } from './http/protocol.js';
 import { registerJsonBody } from './http/json-body.js';
 import { EventLoopLag } from './http/overload.js';
 import { type LogSink, stdoutLogStream } from './http/log-stream.js';
 import { RequestLog } from './http/request-log.js';
 import { buildOpenApi } from './http/openapi.js';
 import { createValidatorCompiler } from './http/validation.js';
+import { EventStreams, eventRoutes } from './events/event.routes.js';
 import { plantRoutes } from './plants/plant.routes.js';
 import { PlantService } from './plants/plant.service.js';
 import type { Store } from './store/store.js';
 import { Metrics, metricsRoute } from './system/metrics.js';
 import { systemRoutes } from './system/system.routes.js';
+import { tracing } from './system/tracing-hooks.js';
+import { SecretBox } from './webhooks/secret-box.js';
+import { webhookRoutes } from './webhooks/webhook.routes.js';
+import { WebhookService } from './webhooks/webhook.service.js';
 
 export interface AppDeps {
   readonly config: Config;
@@ -41,6 +51,10 @@ export async function buildApp({
   logStream = stdoutLogStream(),
 }: AppDeps): Promise<FastifyInstance> {
   const metrics = new Metrics(store);
+  const jwt = config.jwt ? new JwtVerifier(config.jwt) : undefined;
+  const authenticator = new TokenAuthenticator(store, clock, config.tokenCacheMs, jwt);
+  const eventStreams = new EventStreams();
+  const cors = config.corsOrigins === null ? undefined : new Cors(config.corsOrigins);
   const app = Fastify({
     logger: {
       stream: logStream,
@@ -52,26 +66,36 @@ export async function buildApp({
     logController: new RequestLog((...request) => metrics.observe(...request)),
     requestIdHeader: false,
     requestTimeout: config.requestTimeoutMs,
+    // Half the shutdown grace period (5 s by default; at most Fastify's 72 s): on SIGTERM an idle connection
+    // is closed only once the `Keep-Alive: timeout` it was given has run out (issue 13), inside the grace.
+    keepAliveTimeout: Math.max(1, Math.min(72_000, Math.floor(config.shutdownGraceMs / 2))),
     // Node checks header and request deadlines on this interval; its 30 s default would let a slow client linger.
     // requireHostHeader off: the onRequest hook answers a missing Host with the Error body instead.
     http: { headersTimeout: config.headersTimeoutMs, connectionsCheckingInterval: 1000, requireHostHeader: false },
     routerOptions: { maxParamLength: 8192 },
     return503OnClosing: false, // its body is not the Error shape; installProtocol answers instead
     clientErrorHandler,
-    frameworkErrors,
+    frameworkErrors: apiFrameworkErrors(authenticator, cors),
   }).withTypeProvider<TypeBoxTypeProvider>();
 
+  app.decorate('eventStreams', eventStreams);
+  tracing.current?.instrumentApp(app); // OTEL_EXPORTER_OTLP_ENDPOINT (docs/tracing.md)
   app.setValidatorCompiler(createValidatorCompiler());
-  app.setErrorHandler(errorHandler);
+  const outage = new DatabaseOutage(store, app.log);
+  app.addHook('onClose', (_instance, done) => {
+    outage.stop();
+    done();
+  });
+  app.setErrorHandler(errorHandler(outage));
   registerJsonBody(app);
 
   const routes: RouteOptions[] = [];
   app.addHook('onRoute', (route) => void routes.push(route));
 
-  installProtocol(app);
+  installProtocol(app, cors);
+  // Before every route: @fastify/compress fits each route with its hooks as the route is added.
+  await registerCompression(app);
 
-  const jwt = config.jwt ? new JwtVerifier(config.jwt) : undefined;
-  const authenticator = new TokenAuthenticator(store, clock, config.tokenCacheMs, jwt);
   await app.register(async (api) => {
     if (config.maxEventLoopDelayMs > 0) {
       // Overload: while the event loop lags, refuse API work at once instead of queueing it.
@@ -92,10 +116,12 @@ export async function buildApp({
         // If Redis is unreachable, serve rather than fail every request; the outage is logged.
         skipOnError: true,
         enableDraftSpec: true,
-        errorResponseBuilder: (_request, context) =>
+        errorResponseBuilder: (request, context) =>
           new HttpError(
             429,
             `rate limit of ${context.max} requests exceeded; retry in ${Math.ceil(context.ttl / 1000)} s`,
+            {},
+            { refused: 'rate limited', tokenId: request.principal.tokenId, subject: request.principal.subject },
           ),
       });
     }
@@ -103,9 +129,18 @@ export async function buildApp({
     api.addHook('preParsing', authorizeHook);
     api.addHook('preParsing', queryEncodingHook);
     await api.register(plantRoutes(new PlantService(store)));
+    const secrets = new SecretBox(config.events.secretsKey);
+    await api.register(webhookRoutes(new WebhookService(store, config.events, secrets, clock)));
+    await api.register(eventRoutes(store, config.events, eventStreams));
   });
   // After the API, so that the OpenAPI document it builds sees every route.
-  await app.register(systemRoutes({ store, openapi: () => buildOpenApi(routes) }));
+  await app.register(
+    systemRoutes({
+      store,
+      openapi: () => buildOpenApi(routes, { publicUrl: config.publicUrl }),
+      draining: () => isDraining(app),
+    }),
+  );
   await app.register(metricsRoute(metrics, config.metricsToken));
 
   return app;

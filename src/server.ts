@@ -2,12 +2,34 @@ import type { FastifyInstance } from 'fastify';
 import type { Redis } from 'ioredis';
 import { buildApp } from './app.js';
 import type { Config } from './config.js';
+import { workersStoppedListening } from './cluster.js';
+import { markDraining } from './http/draining.js';
+import { acceptQueued, startDraining, stopListening } from './http/protocol.js';
+import { followLauncher, settingsSummary, startupStep } from './launch.js';
+import { startEventSide } from './events/event-side.js';
 import { closeRedis, connectRedis } from './redis.js';
 import { openStore } from './store/open-store.js';
+import { tracing } from './system/tracing-hooks.js';
 
 /** Lets a cluster worker exit: its channel to the primary would keep the process alive. */
 export function releaseProcess(): void {
   if (process.connected) process.disconnect();
+}
+
+/** Flushes the tracing exporter, if tracing is on, for at most `ms`; a failure is a warning only. */
+async function exportLastSpans(app: FastifyInstance, ms: number): Promise<void> {
+  const current = tracing.current;
+  if (current === undefined) return;
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<'late'>((resolve) => (timer = setTimeout(() => resolve('late'), ms)));
+  try {
+    const outcome = await Promise.race([current.shutdown().then(() => 'exported' as const), late]);
+    if (outcome === 'late') app.log.warn({ waitedMs: ms }, 'tracing: the last spans were not exported in time');
+  } catch (error) {
+    app.log.warn({ reason: (error as Error).message }, 'tracing: the last spans could not be exported');
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /** Process entry: config → store → app → listen, and a graceful stop on SIGTERM or SIGINT. */
@@ -23,18 +45,30 @@ export async function serve(config: Config): Promise<void> {
 
   // The app's logger exists only once the app does; a connection may fail before that.
   const late: { app?: FastifyInstance } = {};
-  const store = await openStore(config.database, {
-    poolSize: config.databasePoolSize,
-    onIdleError: (error) => late.app?.log.warn({ err: error }, 'a database connection failed; the pool replaces it'),
-  });
+  // One process cannot hand its port to a successor without refusing connections in between:
+  // SIGHUP reloads under `serve --workers N` (cluster.ts); here it is noted and changes nothing.
+  process.on('SIGHUP', () =>
+    late.app?.log.warn(
+      'SIGHUP: a single process does not reload; run `serve --workers N` to reload with SIGHUP, or restart it',
+    ),
+  );
+  const store = await startupStep('database', () =>
+    openStore(config.database, {
+      poolSize: config.databasePoolSize,
+      sqlite: { locks: 'event-loop' }, // a lock held elsewhere must never freeze the event loop (issue 13)
+      onIdleError: (error) =>
+        late.app?.log.warn({ reason: error.message }, 'a database connection failed; the pool replaces it'),
+    }),
+  );
   let redis: Redis | undefined;
   try {
-    const applied = await store.migrate();
+    const applied = await startupStep('database', () => store.migrate());
     redis = config.redisUrl === null ? undefined : connectRedis(config.redisUrl, late);
     late.app = await buildApp({ config, store, redis });
     if (applied.length > 0) late.app.log.info({ migrations: applied }, 'applied schema migrations');
     for (const warning of await store.durabilityWarnings()) late.app.log.warn(warning);
-    await late.app.listen({ port: config.port, host: config.host });
+    await startupStep('http', () => late.app!.listen({ port: config.port, host: config.host }));
+    late.app.log.info(settingsSummary(config), 'plant-store serving');
   } catch (error) {
     // A start that fails (port taken, database away) closes what it opened, so the process can exit.
     await late.app?.close().catch(() => {});
@@ -42,20 +76,45 @@ export async function serve(config: Config): Promise<void> {
     throw error;
   }
   const app = late.app;
+  // Webhook delivery and the event log's pruning run in every serve process (docs/events.md).
+  let requests = 0;
+  app.server.on('request', () => {
+    requests += 1;
+  });
+  const events = startEventSide(store, config.events, app.log, () => requests);
 
   let stopping = false;
   const stop = (signal: NodeJS.Signals): void => {
     if (stopping) return;
     stopping = true;
-    app.log.info({ signal }, 'shutting down: finishing in-flight requests');
+    const stopBy = Date.now() + config.shutdownGraceMs;
+    markDraining(app); // /readyz answers 503 from now on
     // In-flight requests finish; past the grace period the process leaves anyway.
     setTimeout(() => {
       app.log.error({ graceMs: config.shutdownGraceMs }, 'shutdown grace period over; exiting');
       process.exit(1);
     }, config.shutdownGraceMs).unref();
-    app
-      .close()
+    // The dispatcher stops leasing and finishes what it sent; change-feed streams end now, since
+    // they would hold the drain open (their clients resume elsewhere with Last-Event-ID).
+    const eventsStopped = events.stop();
+    app.eventStreams.endAll();
+    // Connections the kernel already holds are accepted, the listener closes, and open connections
+    // are served until none can carry a request (issue 13; see http/protocol.ts).
+    const listenBy = Date.now() + config.shutdownGraceMs / 4;
+    acceptQueued(app, config.shutdownGraceMs / 4)
+      .then(async () => {
+        const closed = stopListening(app);
+        await workersStoppedListening(Math.max(0, listenBy - Date.now()));
+        startDraining(app);
+        app.log.info({ signal }, 'shutting down: finishing in-flight requests and open connections');
+        await closed;
+      })
+      .then(() => app.close())
+      .then(() => eventsStopped)
       .then(() => Promise.all([store.close(), closeRedis(redis)]))
+      // The last spans are exported before the process leaves, within what is left of the grace
+      // period; a collector that is down or slow costs them, never the stop (docs/tracing.md).
+      .then(() => exportLastSpans(app, Math.max(0, stopBy - Date.now() - 500)))
       .then(() => {
         app.log.info('stopped cleanly');
         releaseProcess();
@@ -68,4 +127,8 @@ export async function serve(config: Config): Promise<void> {
   };
   running.stop = stop;
   if (early) stop(early);
+  followLauncher((launcher) => {
+    app.log.info({ launcher }, 'the process that started this server (npm) has exited; stopping');
+    stop('SIGTERM');
+  });
 }

@@ -1,7 +1,7 @@
 import type { Readable } from 'node:stream';
 import type { FastifyRequest } from 'fastify';
 import { HttpError } from '../errors.js';
-import type { Principal, TokenAuthenticator } from './authenticator.js';
+import { type Principal, Refusal, type TokenAuthenticator } from './authenticator.js';
 import type { Scope } from './token.js';
 
 declare module 'fastify' {
@@ -9,7 +9,7 @@ declare module 'fastify' {
     principal: Principal;
   }
   interface FastifyContextConfig {
-    /** The scope a route needs; plants:admin satisfies every scope. */
+    /** The scope a route needs; plants:admin satisfies every plants:* scope. */
     scope?: Scope;
   }
 }
@@ -35,8 +35,13 @@ function authorizationHeaderCount(rawHeaders: readonly string[]): number {
   return count;
 }
 
-const INVALID_TOKEN = (): HttpError =>
-  new HttpError(401, 'the bearer token is malformed, unknown, expired or revoked', challenge('invalid_token'));
+const INVALID_TOKEN = (refusal: Refusal): HttpError =>
+  new HttpError(
+    401,
+    'the bearer token is malformed, unknown, expired or revoked',
+    challenge('invalid_token'),
+    refusal.tokenId === undefined ? { refused: refusal.reason } : { refused: refusal.reason, tokenId: refusal.tokenId },
+  );
 
 type Done = (error?: Error) => void;
 
@@ -53,15 +58,18 @@ export function authenticateHook(authenticator: TokenAuthenticator) {
     const header = request.headers.authorization;
     if (header === undefined) {
       return done(
-        new HttpError(401, 'this API needs a bearer token: Authorization: Bearer <token>', {
-          'www-authenticate': REALM,
-        }),
+        new HttpError(
+          401,
+          'this API needs a bearer token: Authorization: Bearer <token>',
+          { 'www-authenticate': REALM },
+          { refused: 'no token' },
+        ),
       );
     }
     const token = bearerCredential(header);
-    const found = token === undefined ? undefined : authenticator.authenticate(token);
-    const admit = (principal: Principal | undefined): void => {
-      if (!principal) return done(INVALID_TOKEN());
+    const found = token === undefined ? new Refusal('malformed') : authenticator.authenticate(token);
+    const admit = (principal: Principal | Refusal): void => {
+      if (principal instanceof Refusal) return done(INVALID_TOKEN(principal));
       request.principal = principal;
       done();
     };
@@ -77,16 +85,20 @@ export function authorizeHook(
   payload: Readable,
   done: (error: Error | null, payload?: Readable) => void,
 ): void {
-  const needed = request.routeOptions.config.scope;
-  const scopes = request.principal.scopes;
-  if (needed && !scopes.has(needed) && !scopes.has('plants:admin')) {
-    return done(
-      new HttpError(
-        403,
-        `this operation needs the scope ${needed}`,
-        challenge('insufficient_scope', `, scope="${needed}"`),
-      ),
-    );
-  }
+  const refused = authorizationError(request.principal, request.routeOptions.config.scope);
+  if (refused) return done(refused);
   done(null, payload);
+}
+
+/** The 403 for a principal without the scope an operation needs; undefined when it has it. */
+export function authorizationError(principal: Principal, needed: Scope | undefined): HttpError | undefined {
+  const scopes = principal.scopes;
+  // plants:admin stands for every plants:* scope; the webhooks:* scopes are granted one by one.
+  if (!needed || scopes.has(needed) || (needed.startsWith('plants:') && scopes.has('plants:admin'))) return undefined;
+  return new HttpError(
+    403,
+    `this operation needs the scope ${needed}`,
+    challenge('insufficient_scope', `, scope="${needed}"`),
+    { refused: 'missing scope', scope: needed, tokenId: principal.tokenId, subject: principal.subject },
+  );
 }

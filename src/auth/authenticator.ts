@@ -8,21 +8,40 @@ export interface Principal {
   readonly tokenId: string;
 }
 
+/**
+ * Why a token was refused, for the log (issue 16): the token's id when it has one (never the
+ * secret), and the reason.
+ */
+export class Refusal {
+  constructor(
+    readonly reason: 'malformed' | 'unknown' | 'expired' | 'revoked' | 'wrong secret' | 'invalid JWT',
+    readonly tokenId?: string,
+  ) {}
+}
+
 interface Cached {
   readonly record: TokenRecord | undefined;
   readonly principal: Principal | undefined;
   readonly fetchedAt: number;
 }
 
+/** How often the offset to the store's clock is measured again (it moves only when a clock is set). */
+const SKEW_REFRESH_MS = 10 * 60_000;
+
 const CACHE_MAX = 10_000;
 
 /**
  * Answers "who holds this token?" without a database query on every request: a token record is
  * reused for `cacheMs`, so a revocation made elsewhere (the CLI, another instance) takes effect
- * within that time. Expiry is checked on every request against the clock.
+ * within that time. Expiry is checked on every request, on the store's clock where it keeps one
+ * (the same clock stamped it: this host's clock may be off), and a revoked token is refused
+ * whatever any clock says: no revocation is in the future (issue 13).
  */
 export class TokenAuthenticator {
   private readonly cache = new Map<string, Cached>();
+  /** The store's clock minus ours (0 where the store keeps no clock), and when it was measured. */
+  private skew = 0;
+  private skewMeasuredAt = -Infinity;
 
   constructor(
     private readonly store: TokenStore,
@@ -33,22 +52,23 @@ export class TokenAuthenticator {
   ) {}
 
   /** Synchronous while the token's record is cached: the hot path allocates no promise. */
-  authenticate(token: string): Principal | undefined | Promise<Principal | undefined> {
-    if (this.jwt && !token.startsWith(TOKEN_PREFIX)) return this.jwt.verify(token);
+  authenticate(token: string): Principal | Refusal | Promise<Principal | Refusal> {
+    if (this.jwt && !token.startsWith(TOKEN_PREFIX))
+      return this.jwt.verify(token).then((principal) => principal ?? new Refusal('invalid JWT'));
     const id = tokenId(token);
-    if (id === undefined) return undefined;
+    if (id === undefined) return new Refusal('malformed');
     const hit = this.cache.get(id);
     // A cached record needs no checksum first: the digest decides, and the checksum only spares a lookup.
-    if (hit && this.clock() - hit.fetchedAt < this.cacheMs) return this.verify(token, hit);
-    if (!hasValidChecksum(token)) return undefined;
-    return this.fetch(id).then((entry) => this.verify(token, entry));
+    if (hit && this.clock() - hit.fetchedAt < this.cacheMs) return this.verify(token, id, hit);
+    if (!hasValidChecksum(token)) return new Refusal('malformed', id);
+    return this.fetch(id).then((entry) => this.verify(token, id, entry));
   }
 
-  private verify(token: string, { record, principal }: Cached): Principal | undefined {
-    if (!record || !tokenMatches(token, record.secretHash)) return undefined;
-    const now = this.clock();
-    if (record.revokedAt !== null && record.revokedAt <= now) return undefined;
-    if (record.expiresAt !== null && record.expiresAt <= now) return undefined;
+  private verify(token: string, id: string, { record, principal }: Cached): Principal | Refusal {
+    if (!record || !principal) return new Refusal('unknown', id);
+    if (!tokenMatches(token, record.secretHash)) return new Refusal('wrong secret', id);
+    if (record.revokedAt !== null) return new Refusal('revoked', id);
+    if (record.expiresAt !== null && record.expiresAt <= this.clock() + this.skew) return new Refusal('expired', id);
     return principal;
   }
 
@@ -56,7 +76,12 @@ export class TokenAuthenticator {
     const record = await this.store.findToken(id);
     const principal = record && { subject: record.subject, scopes: new Set(record.scopes), tokenId: record.id };
     if (this.cache.size >= CACHE_MAX) this.cache.clear();
-    const entry = { record, principal, fetchedAt: this.clock() };
+    const fetchedAt = this.clock();
+    if (record?.readAt !== undefined && fetchedAt - this.skewMeasuredAt > SKEW_REFRESH_MS) {
+      this.skew = record.readAt - fetchedAt;
+      this.skewMeasuredAt = fetchedAt;
+    }
+    const entry = { record, principal, fetchedAt };
     this.cache.set(id, entry);
     return entry;
   }

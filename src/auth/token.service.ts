@@ -1,5 +1,5 @@
 import type { TokenRecord, TokenStore } from '../store/store.js';
-import { hashToken, isScope, isSubject, mintToken, type Scope } from './token.js';
+import { SCOPES, hashToken, isScope, isSubject, mintToken, type Scope } from './token.js';
 
 export class TokenInputError extends Error {
   override name = 'TokenInputError';
@@ -36,7 +36,7 @@ export class TokenService {
     const bad = unique.filter((s) => !isScope(s));
     if (unique.length === 0 || bad.length > 0) {
       throw new TokenInputError(
-        `scopes must be a comma-separated list of plants:read, plants:write, plants:admin${bad.length ? `; unknown: ${bad.join(', ')}` : ''}`,
+        `scopes must be a comma-separated list of ${SCOPES.join(', ')}${bad.length ? `; unknown: ${bad.join(', ')}` : ''}`,
       );
     }
     const { id, token } = mintToken();

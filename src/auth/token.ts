@@ -16,7 +16,7 @@ const TOKEN_SHAPE = new RegExp(
   `^${TOKEN_PREFIX}([0-9A-Za-z]{${ID_LENGTH}})[0-9A-Za-z]{${SECRET_LENGTH}}([0-9A-Za-z]{${CHECKSUM_LENGTH}})$`,
 );
 
-export const SCOPES = ['plants:read', 'plants:write', 'plants:admin'] as const;
+export const SCOPES = ['plants:read', 'plants:write', 'plants:admin', 'webhooks:read', 'webhooks:write'] as const;
 export type Scope = (typeof SCOPES)[number];
 
 function randomBase62(length: number): string {

@@ -13,11 +13,12 @@ export function isJsonContentType(header: string | undefined): boolean {
   return charset === undefined || /^utf-?8$/i.test(charset);
 }
 
+const notJson = (): HttpError =>
+  new HttpError(415, 'the body must be JSON in UTF-8: send Content-Type: application/json');
+
 /** A 415 for a body this service cannot read: not JSON, or compressed (RFC 9110 §15.5.16). */
 function unreadable(request: FastifyRequest): HttpError | undefined {
-  if (!isJsonContentType(request.headers['content-type'])) {
-    return new HttpError(415, 'the body must be JSON in UTF-8: send Content-Type: application/json');
-  }
+  if (!isJsonContentType(request.headers['content-type'])) return notJson();
   const encoding = request.headers['content-encoding'];
   if (encoding !== undefined && encoding.trim().toLowerCase() !== 'identity') {
     return new HttpError(415, `Content-Encoding ${encoding} is not supported; send the body uncompressed`, {
@@ -54,5 +55,12 @@ export function registerJsonBody(app: FastifyInstance): void {
         done(new HttpError(400, `the body is not valid JSON: ${error.message}`), undefined);
       }
     }
+  });
+  // Any other Content-Type, or none with a body: without this catch-all Fastify answered with its own
+  // FST_ERR_CTP_INVALID_MEDIA_TYPE, "Unsupported Media Type", the one error that did not say what to
+  // send (issue 17). Unknown routes still answer 404/405, as Fastify's default lets them.
+  app.addContentTypeParser('*', (request, _payload, done) => {
+    if (request.is404) done(null, undefined);
+    else done(unreadable(request) ?? notJson(), undefined);
   });
 }

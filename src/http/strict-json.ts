@@ -10,6 +10,15 @@
 
 export class JsonSyntaxError extends Error {
   override name = 'JsonSyntaxError';
+
+  constructor(message: string) {
+    // An answer about the input, not a bug: no stack trace to capture (most of the cost of
+    // refusing a line of junk in an import, or a malformed body).
+    const limit = Error.stackTraceLimit;
+    Error.stackTraceLimit = 0;
+    super(message);
+    Error.stackTraceLimit = limit;
+  }
 }
 
 export type JsonValue = null | boolean | number | bigint | string | JsonValue[] | { [key: string]: JsonValue };

@@ -1,6 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import Type from 'typebox';
 import { requireJson } from '../http/json-body.js';
+import { EncodedBodies, Representation, sendRepresentation } from '../http/representation.js';
 import { errorResponses } from '../http/responses.js';
 import { LIMIT_DEFAULT, ListQuery, NewPlant, Plant, PlantIdParams } from './plant.schema.js';
 import type { PlantService } from './plant.service.js';
@@ -32,6 +33,29 @@ export const listPlantsSchema = {
         'RFC 8288 link to the next page, present when more plants follow: `</plants?limit=…&cursor=…>; rel="next"`',
       schema: { type: 'string' },
     },
+    ETag: {
+      description:
+        'A strong entity tag of exactly the bytes sent (it differs between gzip, br and identity): send it back in `If-None-Match` to poll',
+      schema: { type: 'string' },
+    },
+    Vary: { description: '`Accept-Encoding` (and `Origin` when CORS is on)', schema: { type: 'string' } },
+  },
+  'x-request-headers': {
+    'If-None-Match': {
+      description:
+        'The `ETag` of a page this client holds (or `*`): when the page is unchanged the answer is 304 with no body',
+      schema: { type: 'string' },
+    },
+  },
+  'x-more-responses': {
+    304: {
+      description:
+        'Not Modified: the page is unchanged since the `ETag` sent in `If-None-Match`. No body; `ETag`, `Link` and `Cache-Control` as a 200 would carry them. Authentication and scopes apply first: no token, no 304.',
+      headers: {
+        ETag: { description: 'the entity tag of the unchanged page', schema: { type: 'string' } },
+        Link: { description: 'the next page, as the 200 would give it', schema: { type: 'string' } },
+      },
+    },
   },
   response: { 200: Type.Array(Plant), ...errorResponses(400, 401, 403, 408, 429, 431, 500, 503) },
 };
@@ -60,30 +84,42 @@ function nextLink(limit: number, tag: string | undefined, cursor: string): strin
 }
 
 /**
- * Each page's JSON, by the page: the service answers a page it made before with the same array
- * (PlantService), so a page read again is not serialized again.
+ * Each page's body (its JSON, entity tag and compressed forms), by the page: the service answers a
+ * page it made before with the same array (PlantService), so a page read again is not serialized,
+ * hashed or compressed again.
  */
-const pageJson = new WeakMap<readonly Plant[], string>();
+const pageBodies = new WeakMap<readonly Plant[], Representation>();
 
 /** The three operations: schema → service → reply, nothing else. */
 export function plantRoutes(service: PlantService): FastifyPluginAsyncTypebox {
   return async (app) => {
+    const encoded = new EncodedBodies();
     app.post(
       '/plants',
       { schema: createPlantSchema, config: { scope: 'plants:write' }, preValidation: requireJson },
       (request) => service.create(request.principal, request.body),
     );
 
-    app.get('/plants', { schema: listPlantsSchema, config: { scope: 'plants:read' } }, async (request, reply) => {
-      const { limit = LIMIT_DEFAULT, cursor, tag } = request.query;
-      const { plants, next } = await service.list(request.principal, { limit, cursor, tag });
-      if (next !== undefined) void reply.header('link', nextLink(limit, tag, next));
-      let json = pageJson.get(plants);
-      if (json === undefined) pageJson.set(plants, (json = reply.serialize(plants) as string));
-      // Written by this route's own serializer (its response schema); the type provider types only the
-      // object. A string skips preSerialization hooks: this app has none (a test reads the bytes).
-      return reply.type('application/json; charset=utf-8').send(json as never);
-    });
+    // compress: false: the route encodes its pages itself, once each, with an entity tag per
+    // coding (http/representation.ts); @fastify/compress would compress every response anew.
+    app.get(
+      '/plants',
+      { schema: listPlantsSchema, config: { scope: 'plants:read' }, compress: false },
+      async (request, reply) => {
+        const { limit = LIMIT_DEFAULT, cursor, tag } = request.query;
+        const { plants, next } = await service.list(request.principal, { limit, cursor, tag });
+        const link = next === undefined ? undefined : nextLink(limit, tag, next);
+        if (link !== undefined) void reply.header('link', link);
+        let body = pageBodies.get(plants);
+        if (body === undefined || body.metadata !== link) {
+          // Written by this route's own serializer (its response schema); the type provider types only
+          // the object. A string skips preSerialization hooks: this app has none (a test reads the bytes).
+          const json = body?.text ?? (reply.serialize(plants) as string);
+          pageBodies.set(plants, (body = new Representation(json, 'application/json; charset=utf-8', link)));
+        }
+        return sendRepresentation(request, reply, body, encoded);
+      },
+    );
 
     app.delete(
       '/plants/:id',

@@ -1,4 +1,6 @@
 import Type, { type Static } from 'typebox';
+import { INT64_MIN } from '../http/validation.js';
+import { encodeCursor } from './cursor.js';
 
 // Counts code points and refuses lone surrogates whether or not a validator compiles it with the
 // `u` flag: without it a valid pair matches the second branch as one repetition; with it, the pair
@@ -25,22 +27,35 @@ export const PlantTag = Type.String({
   examples: ['tropical'],
 });
 
+/**
+ * The examples of the OpenAPI document are one story: POST /plants creates plant 42, GET /plants
+ * lists it, DELETE /plants/42 deletes it, so that a generated contract test can chain the three.
+ */
+export const EXAMPLE_PLANT = { id: 42, name: 'Monstera', tag: 'tropical' } as const;
+
 /** An int64 carried exactly: a JSON integer in a body, decimal text in a path (see validation.ts). */
-export const Int64 = Type.Unsafe<bigint>({
-  type: 'integer',
-  format: 'int64',
-  description: 'an integer from -9223372036854775808 to 9223372036854775807',
-});
+export const int64 = (examples?: readonly number[]) =>
+  Type.Unsafe<bigint>({
+    type: 'integer',
+    format: 'int64',
+    description: 'an integer from -9223372036854775808 to 9223372036854775807',
+    ...(examples && { examples }),
+  });
+export const Int64 = int64();
 
 export const Plant = Type.Object(
   { name: PlantName, tag: Type.Optional(PlantTag) },
-  { additionalProperties: false, description: 'A plant. `tag` is present only when the plant has one.' },
+  {
+    additionalProperties: false,
+    description: 'A plant. `tag` is present only when the plant has one.',
+    examples: [{ name: EXAMPLE_PLANT.name, tag: EXAMPLE_PLANT.tag }],
+  },
 );
 export type Plant = Static<typeof Plant>;
 
 export const NewPlant = Type.Object(
   {
-    id: Int64,
+    id: int64([EXAMPLE_PLANT.id]),
     name: PlantName,
     tag: Type.Optional(
       Type.Unsafe<string | null>({
@@ -51,7 +66,11 @@ export const NewPlant = Type.Object(
       }),
     ),
   },
-  { additionalProperties: false, description: 'A plant to create. Ids are unique in the whole store.' },
+  {
+    additionalProperties: false,
+    description: 'A plant to create. Ids are unique in the whole store.',
+    examples: [{ ...EXAMPLE_PLANT }],
+  },
 );
 export type NewPlant = Static<typeof NewPlant>;
 
@@ -60,7 +79,11 @@ export const ErrorSchema = Type.Object(
     error: Type.Integer({ format: 'int32', description: 'the HTTP status code' }),
     message: Type.String({ minLength: 1, description: 'what went wrong, for a person' }),
   },
-  { additionalProperties: false },
+  {
+    additionalProperties: false,
+    description: 'The body of every error answer: its status again, and what went wrong.',
+    examples: [{ error: 404, message: `no plant with id ${EXAMPLE_PLANT.id}` }],
+  },
 );
 
 export const LIMIT_MAX = 1000;
@@ -74,6 +97,7 @@ export const ListQuery = Type.Object({
       maximum: LIMIT_MAX,
       default: LIMIT_DEFAULT,
       description: `an integer from 1 to ${LIMIT_MAX}: how many plants to return at most`,
+      examples: [10],
     }),
   ),
   cursor: Type.Optional(
@@ -81,18 +105,22 @@ export const ListQuery = Type.Object({
       minLength: 1,
       maxLength: 64,
       description: 'the opaque cursor from the `Link: <…>; rel="next"` header of the previous page',
+      // A real cursor (of a page that ended at the smallest id), so that a request built from the
+      // examples lists the example plant instead of answering 400.
+      examples: [encodeCursor(INT64_MIN)],
     }),
   ),
   tag: Type.Optional(
     Type.String({
       ...tagRule,
       description: `1 to ${TAG_MAX} ${TEXT_RULE}: only plants with exactly this tag are listed`,
+      examples: [EXAMPLE_PLANT.tag],
     }),
   ),
 });
 export type ListQuery = Static<typeof ListQuery>;
 
-export const PlantIdParams = Type.Object({ id: Int64 });
+export const PlantIdParams = Type.Object({ id: int64([EXAMPLE_PLANT.id]) });
 
 /** A plant with its owner: one line of `plant-store export`, and what `plant-store import` reads. */
 export const PlantLine = Type.Object(

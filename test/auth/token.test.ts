@@ -1,6 +1,9 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { TokenAuthenticator } from '../../src/auth/authenticator.js';
+import { type Principal, Refusal, TokenAuthenticator } from '../../src/auth/authenticator.js';
+
+const subjectOf = (answer: Principal | Refusal): string | undefined =>
+  answer instanceof Refusal ? undefined : answer.subject;
 import { TokenService } from '../../src/auth/token.service.js';
 import { TOKEN_PREFIX, hashToken, mintToken, parseToken } from '../../src/auth/token.js';
 import { openSqlite } from '../../src/store/sqlite.js';
@@ -59,12 +62,12 @@ test('the authenticator sees a revocation once its cache entry is older than the
   const tokens = new TokenService(store, () => now);
   const authenticator = new TokenAuthenticator(store, () => now, 2000);
   const issued = await tokens.create({ subject: 'alice', scopes: ['plants:read'] });
-  assert.equal((await authenticator.authenticate(issued.token))?.subject, 'alice');
+  assert.equal(subjectOf(await authenticator.authenticate(issued.token)), 'alice');
   await tokens.revoke(issued.id);
   now += 1999;
-  assert.equal((await authenticator.authenticate(issued.token))?.subject, 'alice', 'still cached');
+  assert.equal(subjectOf(await authenticator.authenticate(issued.token)), 'alice', 'still cached');
   now += 1;
-  assert.equal(await authenticator.authenticate(issued.token), undefined);
+  assert.ok((await authenticator.authenticate(issued.token)) instanceof Refusal);
 });
 
 test('the authenticator refuses an expired token at its expiry instant', async (t) => {
@@ -79,9 +82,9 @@ test('the authenticator refuses an expired token at its expiry instant', async (
   });
   const authenticator = new TokenAuthenticator(store, () => now, 2000);
   now = 5_999;
-  assert.ok(await authenticator.authenticate(issued.token));
+  assert.equal(subjectOf(await authenticator.authenticate(issued.token)), 'alice');
   now = 6_000;
-  assert.equal(await authenticator.authenticate(issued.token), undefined);
+  assert.ok((await authenticator.authenticate(issued.token)) instanceof Refusal);
 });
 
 test('a well-formed token whose secret does not match the stored hash is refused', async (t) => {
@@ -101,5 +104,5 @@ test('a well-formed token whose secret does not match the stored hash is refused
   });
   assert.equal(parseToken(presented.token), presented.id, 'the checksum is fine');
   const authenticator = new TokenAuthenticator(store, Date.now, 2000);
-  assert.equal(await authenticator.authenticate(presented.token), undefined);
+  assert.ok((await authenticator.authenticate(presented.token)) instanceof Refusal);
 });

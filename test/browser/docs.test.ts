@@ -1,16 +1,18 @@
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
-import { mkdir, mkdtemp, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { chromium } from 'playwright-core';
-import { startServer } from '../process.js';
+import { type Locator, type Page, chromium } from 'playwright-core';
+import { runCli, startServer } from '../process.js';
 
 // Debian's Chromium: playwright-core's own browser download does not work on these machines.
 const CHROMIUM = '/usr/bin/chromium';
 const SCREENSHOT = fileURLToPath(new URL('../../test-output/docs.png', import.meta.url));
+const FAVICON = fileURLToPath(new URL('../../assets/favicon.svg', import.meta.url));
+const FASTIFY_LOGO = fileURLToPath(new URL('../../node_modules/@fastify/swagger-ui/static/logo.svg', import.meta.url));
 // Swagger UI never shows its online-validator badge (an image from validator.swagger.io) for a
 // document on localhost or 127.0.0.1, so a page opened there could not catch it. The page is opened
 // under this name instead, which Chromium maps to the server; every other name fails to resolve, so
@@ -25,6 +27,33 @@ const OPERATIONS = [
 
 type Operations = Record<string, Record<string, { summary?: string }>>;
 
+/** An operation's block on the page, opened (a click on an open one would close it). */
+async function openOperation(page: Page, id: string): Promise<Locator> {
+  const block = page.locator(`.opblock[id$="-${id}"]`);
+  assert.equal(await block.count(), 1, `one block for ${id}`);
+  if (
+    !String(await block.getAttribute('class'))
+      .split(' ')
+      .includes('is-open')
+  )
+    await block.locator('.opblock-summary').click();
+  return block;
+}
+
+/** "Try it out", then "Execute", with the example values the page fills in: the status and body it shows. */
+async function tryItOut(block: Locator): Promise<{ status: string; body: string; url: string }> {
+  await block.locator('button.try-out__btn').click();
+  await block.locator('button.execute').click();
+  const response = block.locator('.live-responses-table .response');
+  await response.first().waitFor({ timeout: 15_000 });
+  const body = response.locator('.response-col_description pre');
+  return {
+    status: (await response.locator('.response-col_status').first().innerText()).trim(),
+    body: (await body.count()) > 0 ? await body.first().innerText() : '',
+    url: (await block.locator('.request-url pre').innerText()).trim(),
+  };
+}
+
 const MISSING =
   `this test drives Chromium at ${CHROMIUM}, which is missing: install it with \`apt-get install chromium\` ` +
   "(Debian's package; playwright-core's own browser download is not used)";
@@ -32,7 +61,7 @@ const MISSING =
 // still passes and this test is reported as skipped, with the reason.
 const skip = !existsSync(CHROMIUM) && process.env.CI !== 'true' ? MISSING : false;
 
-test('GET /docs in headless Chromium', { timeout: 30_000, skip }, async (t) => {
+test('GET /docs in headless Chromium', { timeout: 90_000, skip }, async (t) => {
   assert.ok(existsSync(CHROMIUM), MISSING);
   // Undone in reverse order: the browser, the server, then its database.
   const cleanups: Array<() => Promise<unknown>> = [];
@@ -41,10 +70,17 @@ test('GET /docs in headless Chromium', { timeout: 30_000, skip }, async (t) => {
   });
   const dir = await mkdtemp(join(tmpdir(), 'plant-store-docs-'));
   cleanups.push(() => rm(dir, { recursive: true, force: true }));
-  const server = await startServer({ DATABASE_URL: `sqlite:${join(dir, 'plant-store.db')}` });
+  const env = { DATABASE_URL: `sqlite:${join(dir, 'plant-store.db')}` };
+  const server = await startServer(env);
   cleanups.push(() => server.stop());
   const origin = `http://${HOST}:${new URL(server.url).port}`;
   const { paths } = (await (await fetch(`${server.url}/openapi.json`)).json()) as { paths: Operations };
+  const minted = await runCli(['token', 'create', '--subject', 'alice', '--scopes', 'plants:read,plants:write'], env);
+  assert.equal(minted.code, 0, minted.stderr);
+  const token = minted.stdout.trim();
+  /** What the store holds for alice, asked of the server directly, not through the page. */
+  const stored = async (): Promise<unknown> =>
+    (await fetch(`${server.url}/plants`, { headers: { authorization: `Bearer ${token}` } })).json();
 
   const browser = await chromium.launch({
     executablePath: CHROMIUM,
@@ -82,10 +118,41 @@ test('GET /docs in headless Chromium', { timeout: 30_000, skip }, async (t) => {
     await page.locator('.opblock').first().waitFor();
     await page.waitForLoadState('networkidle');
 
+    await t.test('the page is titled Plant Store, with its own icon', async () => {
+      assert.equal(await page.title(), 'Plant Store');
+      const icons = page.locator('link[rel="icon"]');
+      assert.equal(await icons.count(), 1, 'one icon');
+      assert.equal(await icons.getAttribute('type'), 'image/svg+xml');
+      const href = new URL(String(await icons.getAttribute('href')), page.url());
+      assert.equal(href.origin, origin);
+      const icon = await fetch(`${server.url}${href.pathname}`);
+      assert.equal(icon.status, 200);
+      assert.match(String(icon.headers.get('content-type')), /^image\/svg\+xml\b/);
+      assert.deepEqual(Buffer.from(await icon.arrayBuffer()), await readFile(FAVICON));
+    });
+
+    await t.test('no top bar: no URL box to load another document, no Fastify logo', async () => {
+      assert.equal(await page.locator('.topbar').count(), 0);
+      assert.equal(await page.locator('input.download-url-input').count(), 0);
+      assert.equal(await page.locator('img').count(), 0, 'no image on the page');
+      // Not even unused in the page's script.
+      const script = await (await fetch(`${server.url}/docs/static/swagger-initializer.js`)).text();
+      assert.ok(
+        !script.includes((await readFile(FASTIFY_LOGO)).toString('base64')),
+        "Fastify's logo is not in the page",
+      );
+    });
+
+    await t.test('the introduction above the operations says how to get a token', async () => {
+      const intro = await page.locator('.information-container .description').innerText();
+      assert.match(intro, /npx plant-store token create --subject alice --scopes plants:read,plants:write/);
+      assert.match(intro, /Authorize/);
+    });
+
     await t.test('the heading names the API, its version and OpenAPI 3.1', async () => {
       const heading = await page.locator('.information-container .title').innerText();
       assert.match(heading, /^Plant Store\b/);
-      assert.match(heading, /\b1\.0\.0\b/);
+      assert.match(heading, /\b1\.1\.0\b/);
       assert.match(heading, /\bOAS 3\.1\b/);
     });
 
@@ -113,6 +180,48 @@ test('GET /docs in headless Chromium', { timeout: 30_000, skip }, async (t) => {
       assert.match(await limit.locator('.parameter__default').innerText(), /:\s*100$/);
       await page.waitForLoadState('networkidle');
     });
+
+    await t.test('Authorize takes a bearer token', async () => {
+      await page.locator('.scheme-container button.authorize').click();
+      const dialog = page.locator('.modal-ux');
+      await dialog.locator('input').fill(token);
+      await dialog.locator('.auth-btn-wrapper button.authorize').click();
+      await dialog.locator('button.btn-done').click();
+      assert.equal(await dialog.count(), 0, 'the dialog is closed');
+      assert.equal(await page.locator('.scheme-container button.authorize.locked').count(), 1, 'authorized');
+    });
+
+    await t.test('"Try it out" creates the example plant: 200, and the store has it', async () => {
+      const shown = await tryItOut(await openOperation(page, 'addPlant'));
+      assert.equal(shown.url, `${origin}/plants`);
+      assert.equal(shown.status, '200', shown.body);
+      assert.deepEqual(JSON.parse(shown.body), { name: 'Monstera', tag: 'tropical' });
+      assert.deepEqual(await stored(), [{ name: 'Monstera', tag: 'tropical' }]);
+    });
+
+    await t.test('"Try it out" lists it with the example parameters: 200', async () => {
+      const shown = await tryItOut(await openOperation(page, 'findPlants'));
+      assert.match(shown.url, new RegExp(`^${origin}/plants\\?limit=10&cursor=\\w+&tag=tropical$`));
+      assert.equal(shown.status, '200', shown.body);
+      assert.deepEqual(JSON.parse(shown.body), [{ name: 'Monstera', tag: 'tropical' }]);
+    });
+
+    await t.test('"Try it out" deletes it by the example id: 204, and the store is empty', async () => {
+      const shown = await tryItOut(await openOperation(page, 'deletePlant'));
+      assert.equal(shown.url, `${origin}/plants/42`);
+      assert.equal(shown.status, '204', shown.body);
+      assert.deepEqual(await stored(), []);
+    });
+
+    await t.test('"Try it out" on the change feed shows its first seconds instead of waiting forever', async () => {
+      const shown = await tryItOut(await openOperation(page, 'streamEvents'));
+      assert.equal(shown.status, '200', shown.body);
+      // The examples (Last-Event-ID and ?after= 0) replay every event kept: the plant's creation and deletion.
+      assert.match(
+        shown.body,
+        /^: connected\n\nid: 1\nevent: plant.created\ndata: \{"id":42,"name":"Monstera","tag":"tropical"\}\n\nid: 2\nevent: plant.deleted\ndata: \{"id":42\}\n\n$/,
+      );
+    });
   } finally {
     // Also when the page did not render: that is when the picture helps most.
     await mkdir(dirname(SCREENSHOT), { recursive: true });
@@ -130,7 +239,16 @@ test('GET /docs in headless Chromium', { timeout: 30_000, skip }, async (t) => {
   });
 
   await t.test('no request failed or answered 4xx/5xx, and the page logged no error', () => {
-    assert.deepEqual(failed, []);
+    // Except the change feed, which the page itself closes after its first seconds.
+    const feed = `${origin}/events?after=0: net::ERR_ABORTED`;
+    assert.deepEqual(
+      failed.filter((request) => request === feed),
+      [feed],
+    );
+    assert.deepEqual(
+      failed.filter((request) => request !== feed),
+      [],
+    );
     assert.deepEqual(errorStatuses, []);
     assert.deepEqual(consoleErrors, []);
   });

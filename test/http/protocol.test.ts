@@ -10,12 +10,42 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 test('a URL with malformed percent-encoding answers 400 with the Error body and the usual headers', async (t) => {
   const h = await makeApp();
   t.after(() => h.close());
-  for (const url of ['/plants/%', '/plants/%zz', '/nope/%C0']) {
-    const r = await h.app.inject({ method: 'DELETE', url });
+  const token = await h.token('alice', READ_WRITE);
+  for (const [url, caller] of [
+    ['/plants/%', token],
+    ['/plants/%zz', token],
+    ['/plants/%FF', token],
+    ['/nope/%C0', undefined],
+  ] as const) {
+    const r = await h.call(caller, { method: 'DELETE', url });
     assertErrorBody(r, 400);
     assert.match(r.json<{ message: string }>().message, /URL is not valid/);
     assert.equal(r.headers['cache-control'], 'no-store');
     assert.equal(r.headers['x-content-type-options'], 'nosniff');
+  }
+});
+
+test('on /plants paths a malformed URL is authenticated first: no token 401, a bad token 401, a token without the scope 403', async (t) => {
+  const h = await makeApp();
+  t.after(() => h.close());
+  const reader = await h.token('alice', ['plants:read']);
+  for (const url of ['/plants/%FF', '/plants/%', '/plants/1%E2%82', '/plants/%zz?x=1']) {
+    const missing = await h.call(undefined, { method: 'DELETE', url });
+    assertErrorBody(missing, 401);
+    assert.equal(missing.headers['www-authenticate'], 'Bearer realm="plant-store"');
+    assert.equal(missing.headers['cache-control'], 'no-store');
+    assert.match(String(missing.headers['x-request-id']), UUID);
+
+    const forged = await h.call('pst_not-a-token', { method: 'DELETE', url });
+    assertErrorBody(forged, 401);
+    assert.equal(forged.headers['www-authenticate'], 'Bearer realm="plant-store", error="invalid_token"');
+
+    const scoped = await h.call(reader, { method: 'DELETE', url });
+    assertErrorBody(scoped, 403);
+    assert.equal(
+      scoped.headers['www-authenticate'],
+      'Bearer realm="plant-store", error="insufficient_scope", scope="plants:write"',
+    );
   }
 });
 

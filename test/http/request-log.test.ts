@@ -104,3 +104,52 @@ test('at LOG_LEVEL=warn no request line is written', async (t) => {
   await turnEnd();
   assert.deepEqual(lines, []);
 });
+
+/** JSON.parse that refuses an object with a key twice (a reader that keeps the last would hide one). */
+function parseStrict(line: string): Record<string, unknown> {
+  const keys = [...line.matchAll(/[{,]"((?:[^"\\]|\\.)*)":/g)];
+  // Keys at the top level only: the log's nested objects (err) are checked by their own walk.
+  const value = JSON.parse(line) as Record<string, unknown>;
+  const topLevel = keys.map((m) => m[1]!).filter((key) => key in value);
+  assert.equal(new Set(topLevel).size, Object.keys(value).length, `a key twice in: ${line}`);
+  return value;
+}
+
+test('each refused request names who was refused and why (issue 16), never the secret; no line has a key twice', async (t) => {
+  const { app, store, lines } = await loggingApp(t, 'info');
+  const tokens = new TokenService(store);
+  const reader = await tokens.create({ subject: 'alice', scopes: ['plants:read'] });
+  const revoked = await tokens.create({ subject: 'bob', scopes: ['plants:read'] });
+  await tokens.revoke(revoked.id);
+  const expired = await tokens.create({ subject: 'carol', scopes: ['plants:read'], expiresInMs: 1 });
+  await new Promise((resolve) => setTimeout(resolve, 5));
+  const auth = (token: string) => ({ authorization: `Bearer ${token}` });
+
+  const answers = [
+    await app.inject({ url: '/plants' }),
+    await app.inject({ url: '/plants', headers: auth('not-a-token') }),
+    await app.inject({ url: '/plants', headers: auth(revoked.token) }),
+    await app.inject({ url: '/plants', headers: auth(expired.token) }),
+    await app.inject({ method: 'POST', url: '/plants', headers: auth(reader.token), payload: { id: 1, name: 'a' } }),
+  ];
+  assert.deepEqual(
+    answers.map((a) => a.statusCode),
+    [401, 401, 401, 401, 403],
+  );
+  await turnEnd();
+
+  const parsed = lines.map(parseStrict);
+  const rejected = parsed
+    .filter((l) => l.msg === 'request rejected')
+    .map(({ status, refused, tokenId, subject, scope }) => ({ status, refused, tokenId, subject, scope }));
+  assert.deepEqual(rejected, [
+    { status: 401, refused: 'no token', tokenId: undefined, subject: undefined, scope: undefined },
+    { status: 401, refused: 'malformed', tokenId: undefined, subject: undefined, scope: undefined },
+    { status: 401, refused: 'revoked', tokenId: revoked.id, subject: undefined, scope: undefined },
+    { status: 401, refused: 'expired', tokenId: expired.id, subject: undefined, scope: undefined },
+    { status: 403, refused: 'missing scope', tokenId: reader.id, subject: 'alice', scope: 'plants:write' },
+  ]);
+  const all = lines.join('\n');
+  for (const secret of [reader.token, revoked.token, expired.token])
+    assert.ok(!all.includes(secret), 'no secret logged');
+});

@@ -58,3 +58,45 @@ test('HEAD /plants with a read token answers 200 without a body', async (t) => {
   assert.equal(response.body, '');
   assert.match(String(response.headers['content-type']), /^application\/json\b/);
 });
+
+test('a trailing slash names nothing: /plants/ and /webhooks/ answer 404 pointing at the path without it', async (t) => {
+  const h = await makeApp();
+  t.after(() => h.close());
+  const token = await h.token('alice', [...READ_WRITE, 'webhooks:read', 'webhooks:write']);
+  for (const [path, meant] of [
+    ['/plants/', '/plants'],
+    ['/webhooks/', '/webhooks'],
+  ] as const) {
+    for (const method of ['GET', 'HEAD', 'POST', 'DELETE', 'PUT', 'OPTIONS'] satisfies HTTPMethods[]) {
+      for (const url of [path, `${path}?limit=5`]) {
+        // Before authentication, like every unknown path: a token changes nothing.
+        for (const credentials of [token, undefined]) {
+          const response = await h.call(credentials, { method, url });
+          assert.equal(response.statusCode, 404, `${method} ${url}`);
+          assert.equal(response.headers.allow, undefined, `${method} ${url}`);
+          assert.equal(response.headers['www-authenticate'], undefined, `${method} ${url}`);
+          if (method === 'HEAD') continue;
+          assertErrorBody(response, 404);
+          const { message } = response.json<{ message: string }>();
+          assert.equal(message, `no route ${method} ${path}; did you mean ${meant}, without the slash?`);
+        }
+      }
+    }
+  }
+  // An empty id anywhere else is an unknown path too; real ids behave as before.
+  assertErrorBody(await h.call(token, { method: 'POST', url: '/webhooks//enable' }), 404);
+  assertErrorBody(await h.call(token, { method: 'GET', url: '/webhooks//deliveries' }), 404);
+  assert.equal(
+    (await h.call(token, { method: 'POST', url: '/plants', payload: { id: 1, name: 'fern' } })).statusCode,
+    200,
+  );
+  assert.equal((await h.call(token, { method: 'DELETE', url: '/plants/1' })).statusCode, 204);
+  assertErrorBody(await h.call(token, { method: 'DELETE', url: '/plants/1' }), 404);
+  assertErrorBody(await h.call(token, { method: 'DELETE', url: '/plants/abc' }), 400);
+  const wrong = await h.call(token, { method: 'GET', url: '/plants/1' });
+  assertErrorBody(wrong, 405);
+  assert.equal(wrong.headers.allow, 'DELETE');
+  const listed = await h.call(token, { method: 'GET', url: '/plants' });
+  assert.equal(listed.statusCode, 200);
+  assert.deepEqual(listed.json(), []);
+});

@@ -273,7 +273,7 @@ describe('POST /plants answers 400 for a body that is not exactly a NewPlant obj
 
 describe('POST /plants checks the media type and the size of the body', () => {
   const BODY = '{"id":1,"name":"fern"}';
-  // Decided in README.md ("Decisions where the contract is silent"): the media type is
+  // Decided in docs/decisions.md (Input): the media type is
   // case-insensitive; a charset other than UTF-8, or no Content-Type even without a body, is 415.
   for (const [label, contentType, payload, status] of [
     ['Content-Type: application/json; charset=UTF-8', 'application/json; charset=UTF-8', BODY, 200],

@@ -81,10 +81,10 @@ describe('DELETE /plants/{id} answers 400 for an id that is not a decimal int64'
   });
   after(() => h.close());
 
+  // An empty id (`DELETE /plants/`) is an unknown path, 404: test/http/routing.test.ts.
   for (const [label, path] of [
     ['"abc"', 'abc'],
     ['"1.5"', '1.5'],
-    ['empty', ''],
     ['2^63 (9223372036854775808)', '9223372036854775808'],
     ['-2^63-1 (-9223372036854775809)', '-9223372036854775809'],
     ['2^64', '18446744073709551616'],
@@ -93,7 +93,7 @@ describe('DELETE /plants/{id} answers 400 for an id that is not a decimal int64'
     ['" 5" URL-encoded', '%205'],
     ['"5 " URL-encoded', '5%20'],
     ['"0x10"', '0x10'],
-    // README.md decides that a path id is decimal digits with an optional minus sign.
+    // docs/decisions.md (Input) decides that a path id is decimal digits with an optional minus sign.
     ['"5.0" (README: digits only)', '5.0'],
     ['"1e3" (README: digits only)', '1e3'],
     ['"-"', '-'],

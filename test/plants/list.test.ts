@@ -235,7 +235,7 @@ describe('GET /plants pagination', () => {
     );
   });
 
-  // README.md: keyset pagination, so a plant present throughout is returned exactly once.
+  // docs/decisions.md (Pagination): keyset pagination, so a plant present throughout is returned exactly once.
   test('GET /plants next links return every plant present throughout exactly once while others come and go', async (t) => {
     const { h, token } = await appWithUser(t);
     await seed(h, token, range(10, 10));
@@ -295,7 +295,7 @@ describe('GET /plants pagination', () => {
 });
 
 describe('GET /plants tag filter', () => {
-  // README.md decides that a tag filter must itself be a valid tag.
+  // docs/decisions.md (Input) decides that a tag filter must itself be a valid tag.
   for (const [label, query] of [
     ['empty (tag=)', 'tag='],
     ['101 characters long', `tag=${'t'.repeat(101)}`],

@@ -295,7 +295,7 @@ test('token revoke given the whole token revokes it by its id, and does not prin
   const { token } = JSON.parse(created.stdout) as Issued;
   const r = await runCli(['token', 'revoke', token], env);
   assert.equal(r.code, 0, r.stderr);
-  assert.match(r.stderr, /^Revoked token [0-9A-Za-z]{12}\./);
+  assert.match(r.stderr, /^Revoked token [0-9A-Za-z]{12}\./m);
   const listed = await runCli(['token', 'list', '--json'], env);
   assert.equal((JSON.parse(listed.stdout) as Array<{ status: string }>)[0]?.status, 'revoked');
   const mistyped = `${token.slice(0, -1)}${token.endsWith('x') ? 'y' : 'x'}`;
