@@ -1,28 +1,63 @@
 // plant-store plants list|create|delete: a client of a running server, through the typed client.
 import { once } from 'node:events';
-import { parseArgs } from 'node:util';
 import {
+  DEFAULT_RETRY_POLICY,
   LIMIT,
   type Plant,
   PlantStoreClient,
   PlantStoreError,
   PlantStoreNetworkError,
+  RETRY_STATUSES,
   toInt64,
 } from '@plant-store/client';
-import { loadClientSettings } from '../config.js';
+import { DEFAULT_CLIENT_URL, loadClientSettings } from '../config.js';
+import { parseCommand } from './args.js';
 import { UsageError, err, out, table } from './output.js';
 
 /** `plants …`: 1 when the server refused, 3 when it could not be reached (2 stays "called wrongly"). */
-const EXIT_UNREACHABLE = 3;
-const CONNECTION = { url: { type: 'string' }, token: { type: 'string' } } as const;
+export const EXIT_UNREACHABLE = 3;
+const CONNECTION = { url: 'string', token: 'string' } as const;
+
+/** 408, 429, 502-504: runs of consecutive statuses written as ranges. */
+function statusList(statuses: Iterable<number>): string {
+  const runs: number[][] = [];
+  for (const s of [...statuses].sort((a, b) => a - b)) {
+    const last = runs.at(-1);
+    if (last !== undefined && last.at(-1) === s - 1) last.push(s);
+    else runs.push([s]);
+  }
+  return runs.map((r) => (r.length > 2 ? `${r[0]}-${r.at(-1)}` : r.join(', '))).join(', ');
+}
+
+export const PLANTS_USAGE = `  plants list [--tag T] [--limit N] [--page-size N] [--json]
+                                the plants the token can reach, in id order: all of them, or the
+                                first N with --limit; fetched --page-size per request (${LIMIT.min}-${LIMIT.max},
+                                default ${LIMIT.default}); a table on a terminal, else one "name<TAB>tag" line
+                                each; --json: one JSON array of plants ({"name","tag"}: the API
+                                returns no ids)
+  plants create --id <int64> --name <name> [--tag <tag>] [--json]
+                                create a plant (a negative id as it is: --id -5); --json prints
+                                {"id","name","tag"} with the id exact
+  plants delete --id <int64>    delete a plant (or: plants delete <int64>)`;
+
+export const PLANTS_CONNECTION_USAGE = `  These take --url <url> (or PLANT_STORE_URL; default ${DEFAULT_CLIENT_URL}) and --token <token>
+  (or PLANT_STORE_TOKEN, which is better: arguments are visible to other users in ps). Failures the
+  server reports as retryable (${statusList(RETRY_STATUSES)}) and lost answers are retried ${DEFAULT_RETRY_POLICY.retries} times with backoff.`;
 
 /** A client of the server at --url / PLANT_STORE_URL, with --token / PLANT_STORE_TOKEN. */
-function plantsClient(values: { url?: string | undefined; token?: string | undefined }): PlantStoreClient {
+function plantsClient(values: { url?: string | undefined; token?: string | undefined }, command: string) {
   const settings = loadClientSettings();
   const baseUrl = values.url ?? settings.url;
   const token = values.token ?? settings.token;
-  if (!token) throw new UsageError('plants commands need a token: set PLANT_STORE_TOKEN, or give --token');
-  if (!URL.canParse(baseUrl)) throw new UsageError('--url (or PLANT_STORE_URL) is not a URL');
+  if (!token) {
+    throw new UsageError(
+      'plants commands need a token: set PLANT_STORE_TOKEN, or give --token (plant-store token create makes one)',
+      command,
+    );
+  }
+  if (!URL.canParse(baseUrl)) {
+    throw new UsageError(`--url (or PLANT_STORE_URL) is not a URL; give one such as ${DEFAULT_CLIENT_URL}`, command);
+  }
   try {
     return new PlantStoreClient({
       baseUrl,
@@ -30,20 +65,51 @@ function plantsClient(values: { url?: string | undefined; token?: string | undef
       onRetry: ({ error, delayMs }) => err(`plant-store: ${describeFailure(error)}; retrying in ${delayMs} ms`),
     });
   } catch (error) {
-    // A bad URL scheme or a malformed token; the messages never repeat the token.
-    throw new UsageError((error as Error).message);
+    // A bad URL scheme or a malformed token, in the command's words; the messages never repeat the token.
+    const message = (error as Error).message
+      .replace(/^baseUrl\b/, '--url (or PLANT_STORE_URL)')
+      .replace(/^token\b/, '--token (or PLANT_STORE_TOKEN)');
+    throw new UsageError(message, command);
   }
 }
 
 const describeFailure = (error: PlantStoreError | PlantStoreNetworkError): string =>
   error instanceof PlantStoreError ? `error ${error.status}: ${error.message}` : error.message;
 
-function int64Arg(text: string): bigint {
+/** What to do about a refusal, where the server's message alone does not say it to a CLI user. */
+const NEXT_STEP: Readonly<Record<number, string>> = {
+  401: 'give a valid token with --token or PLANT_STORE_TOKEN (plant-store token create makes one)',
+  403: 'use a token that has it (plant-store token create --scopes …)',
+  409: 'choose another --id',
+};
+
+/** The server's refusal, with the option to change in place of the request's field (`body.name`: `--name`). */
+function describeRefusal(error: PlantStoreError): string {
+  const message = error.message.replace(/^(?:body|querystring)\.(id|name|tag)\b/, '--$1');
+  const next = NEXT_STEP[error.status];
+  return `error ${error.status}: ${message}${next === undefined ? '' : `; ${next}`}`;
+}
+
+function int64Arg(text: string, command: string): bigint {
   try {
     return toInt64(text);
   } catch {
-    throw new UsageError('a plant id is an int64: a decimal integer from -9223372036854775808 to 9223372036854775807');
+    throw new UsageError(
+      'a plant id is an int64: a decimal integer from -9223372036854775808 to 9223372036854775807',
+      command,
+    );
   }
+}
+
+/** A whole number from 1 to `max` (Infinity: no bound). */
+function countArg(text: string | undefined, name: string, max: number, what: string, command: string) {
+  if (text === undefined) return undefined;
+  const n = /^\d{1,15}$/.test(text) ? Number(text) : 0;
+  if (n < 1 || n > max) {
+    const range = max === Infinity ? 'a whole number, 1 or more' : `a whole number from 1 to ${max}`;
+    throw new UsageError(`--${name} takes ${range}: ${what}`, command);
+  }
+  return n;
 }
 
 /** Writes, waiting when the stream's buffer is full: a long listing must not pile up in memory. */
@@ -51,21 +117,39 @@ async function emit(text: string): Promise<void> {
   if (!process.stdout.write(text)) await once(process.stdout, 'drain');
 }
 
+/**
+ * The first `limit` plants (all without one), `pageSize` per request (the server's default without
+ * one): `--limit` is what the user sees, the page size only how it is fetched (issue 17: `--limit 1`
+ * printed every plant). The last request asks for no more than are still wanted.
+ */
+async function* firstPlants(
+  client: PlantStoreClient,
+  { tag, limit, pageSize }: { tag?: string | undefined; limit?: number | undefined; pageSize?: number | undefined },
+): AsyncGenerator<Plant> {
+  let remaining = limit ?? Infinity;
+  let cursor: string | undefined;
+  do {
+    const size = limit === undefined ? pageSize : Math.min(pageSize ?? LIMIT.default, remaining);
+    const page = await client.listPage({ tag, cursor, limit: size });
+    const wanted = page.plants.slice(0, remaining);
+    yield* wanted;
+    remaining -= wanted.length;
+    cursor = page.next;
+  } while (cursor !== undefined && remaining > 0);
+}
+
 async function plantsList(args: string[]): Promise<void> {
-  const { values } = parseArgs({
-    args,
-    options: {
-      ...CONNECTION,
-      tag: { type: 'string' },
-      limit: { type: 'string' },
-      json: { type: 'boolean', default: false },
-    },
+  const command = 'plants list';
+  const { values } = parseCommand(command, args, {
+    ...CONNECTION,
+    tag: 'string',
+    limit: 'string',
+    'page-size': 'string',
+    json: 'boolean',
   });
-  const limit = values.limit === undefined ? undefined : Number(values.limit);
-  if (limit !== undefined && !(/^\d+$/.test(values.limit!) && limit >= LIMIT.min && limit <= LIMIT.max)) {
-    throw new UsageError(`--limit takes an integer from ${LIMIT.min} to ${LIMIT.max}: plants per request`);
-  }
-  const plants = plantsClient(values).list({ limit, tag: values.tag });
+  const limit = countArg(values.limit, 'limit', Infinity, 'the most plants to show', command);
+  const pageSize = countArg(values['page-size'], 'page-size', LIMIT.max, 'plants per request', command);
+  const plants = firstPlants(plantsClient(values, command), { tag: values.tag, limit, pageSize });
   if (values.json) {
     // One JSON array, a plant a line, written page by page; cut short (exit 1 or 3) it is not valid JSON.
     let first = true;
@@ -86,21 +170,19 @@ async function plantsList(args: string[]): Promise<void> {
 }
 
 async function plantsCreate(args: string[]): Promise<void> {
-  const { values } = parseArgs({
-    args,
-    options: {
-      ...CONNECTION,
-      id: { type: 'string' },
-      name: { type: 'string' },
-      tag: { type: 'string' },
-      json: { type: 'boolean', default: false },
-    },
+  const command = 'plants create';
+  const { values } = parseCommand(command, args, {
+    ...CONNECTION,
+    id: 'string',
+    name: 'string',
+    tag: 'string',
+    json: 'boolean',
   });
   if (values.id === undefined || values.name === undefined) {
-    throw new UsageError('plants create needs --id <int64> and --name <name>');
+    throw new UsageError('plants create needs --id <int64> and --name <name>', command);
   }
-  const id = int64Arg(values.id);
-  const plant = await plantsClient(values).create({ id, name: values.name, tag: values.tag });
+  const id = int64Arg(values.id, command);
+  const plant = await plantsClient(values, command).create({ id, name: values.name, tag: values.tag });
   if (values.json) {
     // The id as an exact JSON integer (as `export` writes it), then the plant as the server answered it.
     out(`{"id":${id},${JSON.stringify(plant).slice(1)}`);
@@ -110,10 +192,12 @@ async function plantsCreate(args: string[]): Promise<void> {
 }
 
 async function plantsDelete(args: string[]): Promise<void> {
-  const { values, positionals } = parseArgs({ args, allowPositionals: true, options: CONNECTION });
-  if (positionals.length !== 1) throw new UsageError('plants delete takes one plant id');
-  const id = int64Arg(positionals[0]!);
-  await plantsClient(values).delete(id);
+  const command = 'plants delete';
+  const { values, positionals } = parseCommand(command, args, { ...CONNECTION, id: 'string' }, { positionals: true });
+  const given = values.id === undefined ? positionals : [values.id, ...positionals];
+  if (given.length !== 1) throw new UsageError('plants delete takes one plant id: --id <int64>', command);
+  const id = int64Arg(given[0]!, command);
+  await plantsClient(values, command).delete(id);
   err(`Deleted plant ${id}.`);
 }
 
@@ -124,17 +208,22 @@ export async function plantsCommand(sub: string | undefined, args: string[]): Pr
     ['delete', plantsDelete],
   ]);
   const command = commands.get(sub ?? '');
-  if (command === undefined) throw new UsageError(`unknown plants command "${sub ?? ''}": use list, create or delete`);
+  if (command === undefined) {
+    throw new UsageError(`unknown plants command "${sub ?? ''}": use list, create or delete`, 'plants');
+  }
   try {
     await command(args);
     return 0;
   } catch (error) {
     if (error instanceof PlantStoreError) {
-      err(describeFailure(error));
+      err(describeRefusal(error));
       return 1;
     }
     if (error instanceof PlantStoreNetworkError) {
-      err(`plant-store: cannot reach the server: ${error.message}`);
+      err(
+        `plant-store: cannot reach the server: ${error.message}; ` +
+          'check --url (or PLANT_STORE_URL) and that the server is running',
+      );
       return EXIT_UNREACHABLE;
     }
     throw error;

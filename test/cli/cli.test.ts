@@ -117,11 +117,54 @@ test('migrate applies the schema once and says so', async () => {
   const env = freshDb();
   const first = await runCli(['migrate'], env);
   assert.equal(first.code, 0);
-  assert.equal(first.stderr, 'Applied migrations 1.\n');
+  assert.equal(
+    first.stderr,
+    `plant-store: database ${env.DATABASE_URL!} (a new file: it did not exist)\nApplied migrations 1, 2.\n`,
+  );
   const second = await runCli(['migrate'], env);
   assert.equal(second.code, 0);
-  assert.doesNotMatch(second.stderr, /Applied/);
-  assert.match(second.stderr, /up to date/);
+  assert.equal(second.stderr, `plant-store: database ${env.DATABASE_URL!}\nThe database schema is up to date.\n`);
+});
+
+// Operations issue, 3: without DATABASE_URL a command used data/plant-store.db of its folder, silently.
+test('every command that opens the database names it first on stderr, and stdout stays clean', async () => {
+  const cwd = mkdtempSync(join(dir, 'default-'));
+  const unset = { DATABASE_URL: undefined };
+  const minted = await runCli(
+    ['token', 'create', '--subject', 'alice', '--scopes', 'plants:read', '--json'],
+    unset,
+    cwd,
+  );
+  assert.equal(minted.code, 0, minted.stderr);
+  assert.equal(
+    minted.stderr.split('\n')[0],
+    `plant-store: database sqlite:data/plant-store.db (${join(cwd, 'data/plant-store.db')}; a new file: it did not exist)`,
+  );
+  assert.deepEqual(Object.keys(JSON.parse(minted.stdout) as object).length, 5);
+  const env = freshDb();
+  assert.equal((await runCli(['migrate'], env)).code, 0);
+  for (const args of [
+    ['migrate'],
+    ['token', 'list', '--json'],
+    ['token', 'revoke', 'nope'],
+    ['export'],
+    ['webhooks', 'list'],
+  ]) {
+    const r = await runCli(args, env);
+    assert.equal(r.stderr.split('\n')[0], `plant-store: database ${env.DATABASE_URL!}`, args.join(' '));
+  }
+  const listed = await runCli(['token', 'list', '--json'], env);
+  assert.deepEqual(JSON.parse(listed.stdout), []);
+});
+
+test('the database line names a PostgreSQL database without its password', async () => {
+  // Nothing listens on port 9: the line comes before the connection fails.
+  const r = await runCli(['token', 'list'], {
+    DATABASE_URL: 'postgres://app:s3cret-pw@127.0.0.1:9/plants?password=qp-s3cret',
+  });
+  assert.equal(r.code, 1);
+  assert.equal(r.stderr.split('\n')[0], 'plant-store: database postgres://app@127.0.0.1:9/plants');
+  assert.doesNotMatch(r.stderr, /s3cret/);
 });
 
 test('--help prints the usage and exits 0', async () => {

@@ -67,16 +67,17 @@ test('plants list prints every page: name<TAB>tag lines when piped, one JSON arr
     i % 5 === 0 ? { name: `plant ${i}`, tag: 'five' } : { name: `plant ${i}` },
   );
 
-  const piped = await plants(['list', '--limit', '10'], env);
+  // --page-size: how many plants each request asks for; every page is still shown.
+  const piped = await plants(['list', '--page-size', '10'], env);
   assert.equal(piped.code, 0, piped.stderr);
   assert.equal(piped.stdout, expected.map((p) => `${p.name}\t${p.tag ?? ''}\n`).join(''));
 
-  const json = await plants(['list', '--limit', '7', '--json'], env);
+  const json = await plants(['list', '--page-size', '7', '--json'], env);
   assert.equal(json.code, 0, json.stderr);
   assert.deepEqual(JSON.parse(json.stdout), expected);
   assert.equal(json.stdout.split('\n').length, 25 + 3, 'a plant a line, between [ and ]');
 
-  const tagged = await plants(['list', '--tag', 'five', '--limit', '2', '--json'], env);
+  const tagged = await plants(['list', '--tag', 'five', '--page-size', '2', '--json'], env);
   assert.deepEqual(
     JSON.parse(tagged.stdout),
     expected.filter((p) => p.tag === 'five'),
@@ -113,7 +114,7 @@ test('refusals exit 1 with "error <status>: <message>": 401, 403, 409, 400', asy
   }
 });
 
-test('usage errors exit 2: no token, a bad id, limit or URL, a missing option, an unknown subcommand', async () => {
+test('usage errors exit 2: no token, a bad id, limit, page size or URL, a missing option or value, an unknown subcommand', async () => {
   const env = { PLANT_STORE_TOKEN: await token('usage') };
   const cases: Array<[string[], NodeJS.ProcessEnv, RegExp]> = [
     [['list'], { PLANT_STORE_TOKEN: '' }, /need a token/],
@@ -122,12 +123,15 @@ test('usage errors exit 2: no token, a bad id, limit or URL, a missing option, a
     [['delete', 'abc'], env, /int64/],
     [['delete'], env, /one plant id/],
     [['list', '--limit', '0'], env, /--limit/],
-    [['list', '--limit', '1001'], env, /--limit/],
+    [['list', '--limit', 'ten'], env, /--limit/],
+    [['list', '--page-size', '0'], env, /--page-size/],
+    [['list', '--page-size', '1001'], env, /--page-size/],
     [['list', '--url', 'not a url'], env, /not a URL/],
     [['list', '--url', 'ftp://127.0.0.1/'], env, /http/],
     [['list', '--token', 'two words'], env, /bearer token/],
     [['create', '--name', 'x'], env, /--id/],
-    [['create', '--id', '-5', '--name', 'x'], env, /--id=-XYZ/],
+    [['create', '--name', 'x', '--id'], env, /--id needs a value/],
+    [['delete', '--id', '1', '2'], env, /one plant id/],
     [['list', '--bogus'], env, /bogus/],
     [['rename'], env, /unknown plants command/],
   ];

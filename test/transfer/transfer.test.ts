@@ -62,13 +62,71 @@ test('import refuses invalid UTF-8 by line number, and reads CRLF lines and a le
     Buffer.from('e"}'), // a line split across chunks, with no final newline
   ]);
   const summary = await importPlants(input, store);
-  assert.equal(summary.imported, 2);
-  assert.deepEqual(summary.invalid, [{ line: 2, message: 'not valid UTF-8' }]);
+  assert.deepEqual(
+    { imported: summary.imported, invalid: summary.invalid, problems: summary.problems },
+    { imported: 2, invalid: 1, problems: [{ line: 2, kind: 'invalid', message: 'not valid UTF-8' }] },
+  );
   const page = await store.listPlants({ owner: null, tag: null, fromId: 0n, limit: 10 });
   assert.deepEqual(
     page.map((p) => p.name),
     ['fern', 'rose'],
   );
+});
+
+// Issue 13: a line without end was copied on every chunk (quadratic) and kept whole in memory.
+test('import reports an over-long line once, by number and the cap, and still imports the lines after it', async (t) => {
+  const store = await openTestStore();
+  t.after(() => store.close());
+  await store.migrate();
+  const piece = Buffer.alloc(64 * 1024, 'x');
+  const input = Readable.from([
+    Buffer.from('{"id":1,"owner":"a","name":"fern"}\n'),
+    ...Array.from({ length: 16 }, () => piece), // a 1 MiB line, in 64 KiB chunks
+    Buffer.from('\n{"id":2,"owner":"a","name":"rose"}\n'),
+    Buffer.from(`{"id":3,"owner":"a","name":"aloe","tag":"${'t'.repeat(100)}"}`),
+  ]);
+  const summary = await importPlants(input, store);
+  assert.deepEqual(
+    { lines: summary.lines, imported: summary.imported, invalid: summary.invalid, problems: summary.problems },
+    {
+      lines: 4,
+      imported: 3,
+      invalid: 1,
+      problems: [{ line: 2, kind: 'invalid', message: 'too long (1,048,576 bytes; a line may have at most 65,536)' }],
+    },
+  );
+
+  const capped = await importPlants(lines('{"id":4,"owner":"a","name":"cactus"}', 'y'.repeat(41)), store, {
+    maxLineBytes: 40,
+  });
+  assert.deepEqual(
+    { imported: capped.imported, problems: capped.problems },
+    {
+      imported: 1,
+      problems: [{ line: 2, kind: 'invalid', message: 'too long (41 bytes; a line may have at most 40)' }],
+    },
+  );
+});
+
+test('import counts every problem but keeps only the first ones by line number, so memory stays bounded', async (t) => {
+  const store = await openTestStore();
+  t.after(() => store.close());
+  await store.migrate();
+  await store.insertBatch([{ id: 1n, owner: 'b', name: 'x', tag: null }]);
+  // The conflict on line 1 is found only when the batch is stored, after 100,000 invalid lines.
+  const input = Readable.from([`{"id":1,"owner":"a","name":"x"}\n${'junk\n'.repeat(100_000)}`]);
+  const summary = await importPlants(input, store);
+  assert.deepEqual(
+    { lines: summary.lines, invalid: summary.invalid, conflicts: summary.conflicts, kept: summary.problems.length },
+    { lines: 100_001, invalid: 100_000, conflicts: 1, kept: 50 },
+  );
+  assert.deepEqual(summary.problems[0], { line: 1, kind: 'conflict', message: 'another plant already has the id 1' });
+  assert.deepEqual(
+    summary.problems.slice(1).map((p) => [p.line, p.kind]),
+    Array.from({ length: 49 }, (_, i) => [i + 2, 'invalid']),
+  );
+  const few = await importPlants(lines('junk', 'junk', 'junk'), store, { maxProblems: 2 });
+  assert.deepEqual({ invalid: few.invalid, lines: few.problems.map((p) => p.line) }, { invalid: 3, lines: [1, 2] });
 });
 
 const engines: Array<[string, () => Promise<Store>]> = [
@@ -95,12 +153,15 @@ for (const [engine, open] of engines) {
       { lines: summary.lines, imported: summary.imported, unchanged: summary.unchanged },
       { lines: 7, imported: 4, unchanged: 0 },
     );
+    assert.deepEqual({ invalid: summary.invalid, conflicts: summary.conflicts }, { invalid: 2, conflicts: 0 });
     assert.deepEqual(
-      summary.invalid.map((p) => p.line),
-      [4, 5],
+      summary.problems.map((p) => [p.line, p.kind]),
+      [
+        [4, 'invalid'],
+        [5, 'invalid'],
+      ],
     );
-    assert.match(summary.invalid[0]!.message, /plant\.name/);
-    assert.deepEqual(summary.conflicts, []);
+    assert.match(summary.problems[0]!.message, /plant\.name/);
     const out = new Collect();
     assert.equal(await exportPlants(store, out), 4);
     assert.equal(
@@ -124,7 +185,7 @@ for (const [engine, open] of engines) {
     const again = await importPlants(lines(...rows), store);
     assert.deepEqual(
       { imported: again.imported, unchanged: again.unchanged, conflicts: again.conflicts },
-      { imported: 0, unchanged: 2, conflicts: [] },
+      { imported: 0, unchanged: 2, conflicts: 0 },
     );
     const clash = await importPlants(
       lines(
@@ -137,10 +198,17 @@ for (const [engine, open] of engines) {
       { batchSize: 10 },
     );
     assert.deepEqual(
-      { imported: clash.imported, unchanged: clash.unchanged, conflicts: clash.conflicts.map((c) => c.line) },
-      { imported: 1, unchanged: 1, conflicts: [1, 4] },
+      { imported: clash.imported, unchanged: clash.unchanged, conflicts: clash.conflicts },
+      { imported: 1, unchanged: 1, conflicts: 2 },
     );
-    assert.match(clash.conflicts[0]!.message, /another plant already has the id 2/);
+    assert.deepEqual(
+      clash.problems.map((p) => [p.line, p.kind]),
+      [
+        [1, 'conflict'],
+        [4, 'conflict'],
+      ],
+    );
+    assert.match(clash.problems[0]!.message, /another plant already has the id 2/);
     const page = await store.listPlants({ owner: null, tag: null, fromId: -(2n ** 63n), limit: 10 });
     assert.deepEqual(page, [
       { id: 1n, owner: 'a', name: 'x', tag: null },

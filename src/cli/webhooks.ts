@@ -1,0 +1,174 @@
+import { loadConfig } from '../config.js';
+import { HttpError } from '../errors.js';
+import { parseDecimalBigInt } from '../http/validation.js';
+import type { EventType, Store } from '../store/store.js';
+import { EVENT_TYPES } from '../store/store.js';
+import { SecretBox } from '../webhooks/secret-box.js';
+import { WebhookService } from '../webhooks/webhook.service.js';
+import { parseCommand } from './args.js';
+import { UsageError, err, out, table } from './output.js';
+
+/** How many deliveries `webhooks deliveries` shows: one query, so --limit is the total. */
+const DELIVERIES = { default: 20, max: 1000 } as const;
+
+export const WEBHOOKS_USAGE = `  webhooks list [--subject <user>] [--json]
+                                every webhook (or one subject's); never their secrets
+  webhooks add --subject <user> --url <https://…> [--events plant.created,plant.deleted]
+               [--all-plants] [--json]
+                                subscribe a URL for a subject; the signing secret is printed once.
+                                --all-plants: every plant's events (as a plants:admin caller gets)
+  webhooks remove <webhook-id>  delete a webhook and its delivery records
+  webhooks deliveries <webhook-id> [--limit N] [--json]
+                                its newest N deliveries, newest first (1-${DELIVERIES.max}, default ${DELIVERIES.default})
+  webhooks retry <webhook-id> <delivery-id>
+                                send a delivery again (same webhook-id), at once
+  webhooks enable <webhook-id>  make a disabled webhook active again`;
+
+type WithStore = <T>(run: (store: Store) => Promise<T>) => Promise<T>;
+
+function parseEvents(text: string | undefined): EventType[] | undefined {
+  if (text === undefined) return undefined;
+  const events = text.split(',').map((e) => e.trim());
+  const unknown = events.filter((e) => !(EVENT_TYPES as readonly string[]).includes(e));
+  if (unknown.length > 0 || events.length === 0) {
+    throw new UsageError(
+      `--events takes one or more of ${EVENT_TYPES.join(',')}, comma-separated; unknown: ${unknown.join(', ')}`,
+      'webhooks add',
+    );
+  }
+  return events as EventType[];
+}
+
+function one(positionals: string[], command: string): string {
+  if (positionals.length !== 1)
+    throw new UsageError(`${command} takes one webhook id (plant-store webhooks list shows them)`, command);
+  return positionals[0]!;
+}
+
+/** The one webhook id that is all `command` takes. */
+const onlyId = (args: string[], command: string): string =>
+  one(parseCommand(command, args, {}, { positionals: true }).positionals, command);
+
+/** `plant-store webhooks …`: the operator's view of every subject's webhooks, on the same settings as serve. */
+export async function webhooksCommand(sub: string | undefined, args: string[], withStore: WithStore): Promise<number> {
+  const config = loadConfig();
+  const service = (store: Store) => new WebhookService(store, config.events, new SecretBox(config.events.secretsKey));
+  try {
+    switch (sub) {
+      case 'list': {
+        const { values } = parseCommand('webhooks list', args, { subject: 'string', json: 'boolean' });
+        const hooks = await withStore((store) => service(store).list(values.subject ?? null));
+        if (values.json) out(JSON.stringify(hooks));
+        else if (hooks.length === 0)
+          err('No webhooks. Add one with: plant-store webhooks add --subject <user> --url <https://…>');
+        else
+          out(
+            table([
+              ['ID', 'URL', 'EVENTS', 'STATUS', 'CREATED'],
+              ...hooks.map((h) => [h.id, h.url, h.events.join(','), h.status, h.createdAt]),
+            ]),
+          );
+        return 0;
+      }
+      case 'add': {
+        const { values } = parseCommand('webhooks add', args, {
+          subject: 'string',
+          url: 'string',
+          events: 'string',
+          'all-plants': 'boolean',
+          json: 'boolean',
+        });
+        if (!values.subject || !values.url)
+          throw new UsageError('webhooks add needs --subject <user> and --url <https://…>', 'webhooks add');
+        const created = await withStore((store) =>
+          service(store).create({
+            owner: values.subject!,
+            allPlants: values['all-plants'] ?? false,
+            url: values.url!,
+            events: parseEvents(values.events),
+          }),
+        );
+        if (values.json) {
+          out(JSON.stringify({ ...created, subject: values.subject }));
+          return 0;
+        }
+        out(created.secret); // alone on stdout: SECRET=$(plant-store webhooks add …) works
+        err(
+          `Created webhook ${created.id} for ${values.subject}: ${created.url} (${created.events.join(',')}). ` +
+            'Copy the signing secret now: it cannot be shown again.',
+        );
+        return 0;
+      }
+      case 'remove': {
+        const id = onlyId(args, 'webhooks remove');
+        await withStore((store) => service(store).remove(null, id));
+        err(`Removed webhook ${id}.`);
+        return 0;
+      }
+      case 'enable': {
+        const id = onlyId(args, 'webhooks enable');
+        await withStore((store) => service(store).enable(null, id));
+        err(`Webhook ${id} is active again.`);
+        return 0;
+      }
+      case 'deliveries': {
+        const command = 'webhooks deliveries';
+        const { values, positionals } = parseCommand(
+          command,
+          args,
+          { limit: 'string', json: 'boolean' },
+          { positionals: true },
+        );
+        const id = one(positionals, command);
+        const given = values.limit;
+        const limit = given === undefined ? DELIVERIES.default : /^\d{1,4}$/.test(given) ? Number(given) : 0;
+        if (limit < 1 || limit > DELIVERIES.max) {
+          throw new UsageError(
+            `--limit takes a whole number from 1 to ${DELIVERIES.max}: the newest deliveries to show`,
+            command,
+          );
+        }
+        const found = await withStore((store) => service(store).deliveries(null, id, limit));
+        if (values.json) out(JSON.stringify(found, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v)));
+        else if (found.length === 0) err(`Webhook ${id} has no deliveries yet.`);
+        else {
+          const rows = found.map((d) => [
+            String(d.id),
+            d.type,
+            String(d.eventId),
+            d.status,
+            String(d.attempts),
+            d.lastStatus === null ? '-' : String(d.lastStatus),
+            d.lastError ?? '-',
+            d.nextAttemptAt ?? '-',
+          ]);
+          out(table([['ID', 'TYPE', 'EVENT', 'STATUS', 'ATTEMPTS', 'LAST', 'ERROR', 'NEXT'], ...rows]));
+        }
+        return 0;
+      }
+      case 'retry': {
+        const command = 'webhooks retry';
+        const { positionals } = parseCommand(command, args, {}, { positionals: true });
+        const deliveryId = positionals.length === 2 ? parseDecimalBigInt(positionals[1]!) : undefined;
+        if (deliveryId === undefined) {
+          throw new UsageError(
+            'webhooks retry takes a webhook id and a delivery id (plant-store webhooks deliveries <webhook-id> shows them)',
+            command,
+          );
+        }
+        await withStore((store) => service(store).retry(null, positionals[0]!, deliveryId));
+        err(`Delivery ${deliveryId} of webhook ${positionals[0]!} will be sent again.`);
+        return 0;
+      }
+      default:
+        throw new UsageError(
+          `unknown webhooks command "${sub ?? ''}": use list, add, remove, deliveries, retry or enable`,
+          'webhooks',
+        );
+    }
+  } catch (error) {
+    if (!(error instanceof HttpError)) throw error;
+    err(`plant-store: ${error.message}`);
+    return 1;
+  }
+}
