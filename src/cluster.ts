@@ -1,23 +1,55 @@
 import cluster, { type Worker } from 'node:cluster';
 import pino from 'pino';
-import { type Config, ConfigError } from './config.js';
+import { type Config, ConfigError, loadConfig } from './config.js';
+import { followLauncher, readSettingsFile, settingsSummary, startupStep } from './launch.js';
 import { openStore } from './store/open-store.js';
 
 const RESTARTS_PER_MINUTE = 10;
+
+// A graceful stop (issue 13): a worker answers `Connection: close` only once no worker listens any
+// more. Earlier, its clients would reconnect to a worker about to stop listening, and node:cluster
+// closes unanswered a connection it is handing to the last worker just as that one stops.
+const LISTENER_CLOSED = 'plant-store:listener-closed';
+const DRAIN = 'plant-store:drain';
+
+/**
+ * In a worker that has stopped listening: tells the primary, and settles when no worker listens
+ * any more, or after `limitMs`. Outside a cluster it settles at once.
+ */
+export function workersStoppedListening(limitMs: number): Promise<void> {
+  if (!cluster.isWorker || !process.connected) return Promise.resolve();
+  return new Promise((resolve) => {
+    const finish = (): void => {
+      clearTimeout(timer);
+      process.off('message', onMessage);
+      resolve();
+    };
+    const onMessage = (message: unknown): void => void (message === DRAIN && finish());
+    const timer = setTimeout(finish, limitMs);
+    process.on('message', onMessage);
+    process.send?.(LISTENER_CLOSED, undefined, {}, (error) => void (error && finish())); // no primary: drain now
+  });
+}
 
 /**
  * `serve --workers N`: this process migrates the database once, then runs N workers that share
  * the port (node:cluster hands connections to them), replaces a worker that dies, and on SIGTERM
  * or SIGINT stops them all gracefully, exiting 0 when every worker did.
+ *
+ * On SIGHUP it reloads: the settings are read again (the environment it started with, and the
+ * settings file `settingsFile` when given, read anew), and if they parse, each worker in turn is
+ * replaced by a new one (a new build on disk included) started with them: the new worker first,
+ * and the old one drained only once the new one listens. Settings that do not parse leave every
+ * worker running, and the reason is logged.
  */
-export async function runPrimary(config: Config): Promise<void> {
+export async function runPrimary(config: Config, settingsFile?: string): Promise<void> {
   if (config.database.engine === 'sqlite' && config.database.path === ':memory:') {
     throw new ConfigError('sqlite::memory: cannot be shared by several workers; use a file or PostgreSQL');
   }
   const log = pino({ level: config.logLevel }).child({ role: 'primary' });
-  const store = await openStore(config.database, { poolSize: 1 });
+  const store = await startupStep('database', () => openStore(config.database, { poolSize: 1 }));
   try {
-    const applied = await store.migrate();
+    const applied = await startupStep('database', () => store.migrate());
     if (applied.length > 0) log.info({ migrations: applied }, 'applied schema migrations');
   } finally {
     await store.close();
@@ -25,17 +57,42 @@ export async function runPrimary(config: Config): Promise<void> {
 
   let stopping = false;
   let live = 0;
+  const notListening = new Set<Worker>();
+  const drainWhenNoneListens = (): void => {
+    const listening = Object.values(cluster.workers ?? {}).filter(
+      (worker) => worker !== undefined && !worker.isDead() && !notListening.has(worker),
+    );
+    if (stopping && listening.length > 0) return;
+    for (const worker of notListening) if (worker.isConnected()) worker.send(DRAIN, undefined, () => {});
+    notListening.clear();
+  };
+  // A worker that stops alone (a signal to it only) drains at once: the others keep listening.
+  cluster.on('message', (worker, message) => {
+    if (message !== LISTENER_CLOSED) return;
+    notListening.add(worker);
+    drainWhenNoneListens();
+  });
   const restarts: number[] = [];
+  /** What the workers are started with beyond this process's environment: the settings file. */
+  let workerEnv: Record<string, string> = settingsFile === undefined ? {} : readSettingsFile(settingsFile);
   const fork = (): Worker => {
     live += 1;
-    return cluster.fork();
+    return cluster.fork(workerEnv);
   };
+  /** Workers being replaced by a reload: their exit is expected, not a death to make up for. */
+  const retiring = new Set<Worker>();
 
   cluster.on('exit', (worker, code, signal) => {
     live -= 1;
+    notListening.delete(worker);
+    if (retiring.delete(worker)) {
+      log.info({ worker: worker.process.pid, code, signal }, 'reload: the old worker stopped');
+      return;
+    }
     if (stopping) {
+      drainWhenNoneListens(); // a worker that died listens no more
       if (code !== 0) process.exitCode = 1;
-      log.info({ pid: worker.process.pid, code, signal }, 'worker stopped');
+      log.info({ worker: worker.process.pid, code, signal }, 'worker stopped');
       if (live === 0) log.info('all workers stopped');
       return;
     }
@@ -48,7 +105,7 @@ export async function runPrimary(config: Config): Promise<void> {
       stop('SIGTERM');
       return;
     }
-    log.error({ pid: worker.process.pid, code, signal }, 'a worker died; starting another');
+    log.error({ worker: worker.process.pid, code, signal }, 'a worker died; starting another');
     fork();
   });
 
@@ -66,8 +123,71 @@ export async function runPrimary(config: Config): Promise<void> {
   process.on('SIGTERM', stop);
   process.on('SIGINT', stop);
 
+  let reloading = false;
+  async function reload(): Promise<void> {
+    if (stopping) return;
+    if (reloading) {
+      log.warn('SIGHUP: a reload is already under way; this one is ignored');
+      return;
+    }
+    let nextEnv: Record<string, string>;
+    try {
+      nextEnv = settingsFile === undefined ? {} : readSettingsFile(settingsFile);
+      loadConfig({ ...process.env, ...nextEnv }); // parses, or throws why not
+    } catch (error) {
+      log.error(
+        { reason: (error as Error).message },
+        'reload refused: the settings do not parse; the workers keep running',
+      );
+      return;
+    }
+    reloading = true;
+    workerEnv = nextEnv;
+    const old = Object.values(cluster.workers ?? {}).filter((w): w is Worker => w !== undefined && !w.isDead());
+    log.info({ workers: old.length }, 'reload: replacing the workers one at a time');
+    try {
+      for (const worker of old) {
+        if (stopping) return;
+        const fresh = fork();
+        await new Promise<void>((resolve, reject) => {
+          const onListening = (w: Worker): void => {
+            if (w !== fresh) return;
+            cleanup();
+            resolve();
+          };
+          const onExit = (w: Worker): void => {
+            if (w !== fresh) return;
+            cleanup();
+            reject(new Error('the new worker exited before it listened'));
+          };
+          const cleanup = (): void => {
+            cluster.off('listening', onListening);
+            cluster.off('exit', onExit);
+          };
+          cluster.on('listening', onListening);
+          cluster.on('exit', onExit);
+        });
+        if (worker.isDead()) continue;
+        retiring.add(worker);
+        const exited = new Promise((resolve) => worker.once('exit', resolve));
+        worker.process.kill('SIGTERM');
+        await exited;
+      }
+      log.info({ workers: live }, 'reload done');
+    } catch (error) {
+      log.error({ reason: (error as Error).message }, 'reload stopped: the remaining old workers keep running');
+    } finally {
+      reloading = false;
+    }
+  }
+  process.on('SIGHUP', () => void reload());
+  followLauncher((launcher) => {
+    log.info({ launcher }, 'the process that started this server (npm) has exited; stopping');
+    stop('SIGTERM');
+  });
+
   for (let i = 0; i < config.workers; i++) fork();
-  log.info({ workers: config.workers, port: config.port }, 'started workers');
+  log.info(settingsSummary(config), 'started workers');
 }
 
 export const isPrimary = (): boolean => cluster.isPrimary;

@@ -47,6 +47,39 @@ export interface Config {
   readonly pressureSampleMs: number;
   /** When set, GET /metrics needs `Authorization: Bearer <this>`. */
   readonly metricsToken: string | null;
+  /** The event side (interface 1.1.0): webhooks, their delivery, the change feed. */
+  readonly events: EventSettings;
+  /** CORS_ORIGINS: the origins whose browser apps may call the service; null (the default) allows none. */
+  readonly corsOrigins: CorsOrigins | null;
+  /** PUBLIC_URL: where clients reach the API, as the OpenAPI document's `servers` gives it; `/` (relative) by default. */
+  readonly publicUrl: string;
+}
+
+/** Exact origins as browsers send them (`https://app.example`, `http://127.0.0.1:3000`), or `*` for any. */
+export type CorsOrigins = readonly string[] | '*';
+
+export interface EventSettings {
+  /** EVENT_RETENTION: how long events and delivery records are kept. */
+  readonly retentionMs: number;
+  /** WEBHOOK_ALLOW_PRIVATE=1: http:// and private, loopback, link-local targets (development, tests). */
+  readonly allowPrivateTargets: boolean;
+  /** WEBHOOK_RETRY_SCHEDULE: the wait before each attempt; its length is the number of attempts. */
+  readonly retrySchedule: readonly number[];
+  /** SECRETS_KEY: 32 bytes that seal webhook secrets at rest (AES-256-GCM); null stores them as they are. */
+  readonly secretsKey: Buffer | null;
+  /** One attempt's deadline: connect, answer and the first bytes of the body. */
+  readonly deliveryTimeoutMs: number;
+  /** A dispatcher that dies mid-delivery leaves it to another after this long. */
+  readonly leaseMs: number;
+  /** Deliveries in flight in one process, and to one webhook from one process. */
+  readonly maxInFlight: number;
+  readonly maxInFlightPerWebhook: number;
+  /** A webhook that failed every attempt this long is disabled. */
+  readonly disableAfterFailingMs: number;
+  readonly maxWebhooksPerSubject: number;
+  /** The change feed: a comment line at least this often, and open streams per token. */
+  readonly heartbeatMs: number;
+  readonly maxStreamsPerToken: number;
 }
 
 export class ConfigError extends Error {
@@ -130,6 +163,115 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       env.MAX_EVENT_LOOP_DELAY?.trim().toLowerCase() === 'off' ? 0 : durationSetting(env, 'MAX_EVENT_LOOP_DELAY', '1s'),
     pressureSampleMs: 500,
     metricsToken: env.METRICS_TOKEN === undefined || env.METRICS_TOKEN === '' ? null : env.METRICS_TOKEN,
+    events: parseEventSettings(env),
+    corsOrigins: parseCorsOrigins(env.CORS_ORIGINS ?? ''),
+    publicUrl: parsePublicUrl(env.PUBLIC_URL ?? ''),
+  });
+}
+
+// A URL path: RFC 3986 path characters only (pchar and `/`), so that it means the same everywhere it is pasted.
+const URL_PATH = /^\/(?!\/)(?:[A-Za-z0-9\-._~!$&'()*+,;=:@/]|%[0-9A-Fa-f]{2})*$/;
+
+/**
+ * PUBLIC_URL: an absolute http(s) URL (`https://plants.example.com`, `https://example.com/plant-store`)
+ * or a path (`/plant-store`), relative to wherever the document was fetched from; empty means `/`.
+ * No query, fragment or credentials. A trailing slash is dropped, since operation paths start with
+ * one (OpenAPI 3.1, Paths Object: the path is appended to the server URL).
+ */
+export function parsePublicUrl(text: string): string {
+  const trimmed = text.trim();
+  if (trimmed === '' || trimmed === '/') return '/';
+  // A value with credentials in it is not repeated: the message reaches the log (issue 16).
+  const shown = /^[a-z][a-z0-9+.-]*:\/\/[^/?#]*@/i.test(trimmed) ? 'the value' : `"${trimmed}"`;
+  const refuse = (why: string): ConfigError =>
+    new ConfigError(
+      `PUBLIC_URL must be an absolute http(s) URL such as https://plants.example.com or a path such as /plant-store ` +
+        `(no query, fragment or credentials); ${shown} ${why}`,
+    );
+  if (trimmed.startsWith('/')) {
+    if (!URL_PATH.test(trimmed)) throw refuse('is not a plain URL path');
+    return trimmed.replace(/\/+$/, '');
+  }
+  let url: URL;
+  try {
+    url = new URL(trimmed);
+  } catch {
+    throw refuse('is neither');
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw refuse(`has the scheme ${url.protocol}`);
+  if (url.search !== '' || url.hash !== '' || trimmed.includes('?') || trimmed.includes('#')) {
+    throw refuse('has a query or fragment');
+  }
+  if (url.username !== '' || url.password !== '') throw refuse('has credentials');
+  return url.href.replace(/\/+$/, '');
+}
+
+/**
+ * `https://app.example,http://127.0.0.1:3000`, `*`, or empty (off). Each origin must be written as
+ * a browser sends it in `Origin` (scheme://host[:port], lower case, no default port, no path),
+ * since requests are matched by exact comparison.
+ */
+export function parseCorsOrigins(text: string): CorsOrigins | null {
+  const trimmed = text.trim();
+  if (trimmed === '') return null;
+  if (trimmed === '*') return '*';
+  const origins = trimmed.split(',').map((entry) => entry.trim());
+  for (const entry of origins) {
+    let origin: string | undefined;
+    try {
+      origin = new URL(entry).origin;
+    } catch {
+      origin = undefined;
+    }
+    if (origin === entry) continue;
+    const hint = origin !== undefined && origin !== 'null' ? ` (as a browser sends it: "${origin}")` : '';
+    throw new ConfigError(
+      `CORS_ORIGINS must be "*" or comma-separated origins such as https://app.example,http://127.0.0.1:3000; ` +
+        `"${entry}" is not an origin${hint}`,
+    );
+  }
+  return Object.freeze([...new Set(origins)]);
+}
+
+/** CONTRACT.md, Events: 0 s, 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h. */
+export const DEFAULT_RETRY_SCHEDULE = '0s,5s,5m,30m,2h,5h,10h,10h';
+
+/** `0s,200ms,1s` → [0, 200, 1000]; a wait may be zero, unlike other durations. */
+export function parseRetrySchedule(text: string): number[] {
+  const waits = text.split(',').map((part) => (/^\s*0+(ms|s|m|h|d)?\s*$/.test(part) ? 0 : parseDuration(part)));
+  if (waits.length === 0 || waits.length > 20 || waits.some((w) => w === undefined)) {
+    throw new ConfigError(
+      `WEBHOOK_RETRY_SCHEDULE must be 1 to 20 comma-separated durations such as ${DEFAULT_RETRY_SCHEDULE}; got "${text}"`,
+    );
+  }
+  return waits as number[];
+}
+
+function parseSecretsKey(text: string | undefined): Buffer | null {
+  if (text === undefined || text === '') return null;
+  const key = /^[0-9a-f]{64}$/i.test(text) ? Buffer.from(text, 'hex') : Buffer.from(text, 'base64');
+  if (key.length !== 32) {
+    throw new ConfigError('SECRETS_KEY must be 32 bytes, as 64 hex digits or base64 (openssl rand -base64 32)');
+  }
+  return key;
+}
+
+function parseEventSettings(env: NodeJS.ProcessEnv): EventSettings {
+  const allow = (env.WEBHOOK_ALLOW_PRIVATE ?? '0').trim();
+  if (allow !== '0' && allow !== '1') throw new ConfigError(`WEBHOOK_ALLOW_PRIVATE must be 0 or 1; got "${allow}"`);
+  return Object.freeze({
+    retentionMs: durationSetting(env, 'EVENT_RETENTION', '7d'),
+    allowPrivateTargets: allow === '1',
+    retrySchedule: Object.freeze(parseRetrySchedule(env.WEBHOOK_RETRY_SCHEDULE ?? DEFAULT_RETRY_SCHEDULE)),
+    secretsKey: parseSecretsKey(env.SECRETS_KEY),
+    deliveryTimeoutMs: 10_000,
+    leaseMs: 60_000,
+    maxInFlight: 256,
+    maxInFlightPerWebhook: 32,
+    disableAfterFailingMs: 5 * 86_400_000,
+    maxWebhooksPerSubject: 20,
+    heartbeatMs: 15_000,
+    maxStreamsPerToken: 5,
   });
 }
 
@@ -150,7 +292,10 @@ const JWT_ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'E
 function parseJwt(env: NodeJS.ProcessEnv): JwtSettings | null {
   const jwksUrl = env.JWT_JWKS_URL;
   if (jwksUrl === undefined || jwksUrl === '') return null;
-  if (!/^https?:\/\//.test(jwksUrl)) throw new ConfigError(`JWT_JWKS_URL must be an http(s) URL; got "${jwksUrl}"`);
+  if (!/^https?:\/\//.test(jwksUrl))
+    throw new ConfigError(
+      `JWT_JWKS_URL must be an http(s) URL; got "${jwksUrl.replace(/^([a-z][a-z0-9+.-]*:\/\/)[^/?#]*@/i, '$1…@')}"`,
+    );
   const issuer = env.JWT_ISSUER;
   const audience = env.JWT_AUDIENCE;
   if (!issuer || !audience) {

@@ -71,7 +71,7 @@ export async function startServer(
     url,
     logs: () => out,
     stop: async () => {
-      if (child.exitCode !== null) return child.exitCode;
+      if (child.exitCode !== null || child.signalCode !== null) return child.exitCode; // already gone (killed)
       const exited = once(child, 'exit');
       child.kill('SIGTERM');
       const [code] = (await exited) as [number | null];

@@ -99,6 +99,34 @@ test(
     await load.stop();
     assert.deepEqual(seen.failures, [], 'every answer under traffic was a 200 or a 503');
     assert.ok((seen.statuses.get(503) ?? 0) > 0 && (seen.statuses.get(200) ?? 0) > 0);
+
+    // Issue 16: the log says when the database went away (once, with the reason, no stack) and
+    // when it came back, with the count of requests refused meanwhile.
+    const back503 = await until('the line saying the database is back', 10, () =>
+      Promise.resolve(server.logs().includes('"msg":"the database is back"') || undefined),
+    );
+    assert.ok(back503);
+    const lines = server
+      .logs()
+      .trim()
+      .split('\n')
+      .map((line) => JSON.parse(line) as Record<string, unknown>);
+    const away = lines.filter(
+      (l) => l.msg === 'the database is unavailable: requests that need it get 503 until it is back',
+    );
+    const returned = lines.filter((l) => l.msg === 'the database is back');
+    assert.equal(away.length, 1, 'one line when it went away');
+    assert.equal(returned.length, 1, 'one line when it came back');
+    const reason = String(away[0]!.reason);
+    assert.ok(reason.length > 0 && !/(.{8,}): \1/.test(reason), `the reason, not doubled: ${reason}`);
+    const refusedMeanwhile = Number(returned[0]!.refused);
+    assert.ok(refusedMeanwhile >= 2, `refused: ${refusedMeanwhile}`);
+    const stacks = lines.filter((l) => l.err !== undefined || l.stack !== undefined);
+    assert.deepEqual(
+      stacks.map((l) => `${String(l.msg)}: ${JSON.stringify(l.err).slice(0, 300)}`),
+      [],
+      'no stack trace',
+    );
     assert.equal(server.child.exitCode, null, 'the server never crashed');
     assert.equal(await server.stop(), 0);
   },

@@ -159,3 +159,41 @@ describe('loadConfig: MAX_EVENT_LOOP_DELAY (overload)', () => {
     refuses({ MAX_EVENT_LOOP_DELAY: 'fast' }, 'MAX_EVENT_LOOP_DELAY');
   });
 });
+
+describe('loadConfig: CORS_ORIGINS', () => {
+  test('is off when unset or empty', () => {
+    assert.equal(loadConfig({}).corsOrigins, null);
+    assert.equal(loadConfig({ CORS_ORIGINS: '' }).corsOrigins, null);
+    assert.equal(loadConfig({ CORS_ORIGINS: '  ' }).corsOrigins, null);
+  });
+
+  test('reads *, one origin, or a comma-separated list', () => {
+    assert.equal(loadConfig({ CORS_ORIGINS: '*' }).corsOrigins, '*');
+    assert.deepEqual(loadConfig({ CORS_ORIGINS: 'https://app.example' }).corsOrigins, ['https://app.example']);
+    assert.deepEqual(
+      loadConfig({ CORS_ORIGINS: 'https://app.example, http://127.0.0.1:3000,http://[::1]:8081' }).corsOrigins,
+      ['https://app.example', 'http://127.0.0.1:3000', 'http://[::1]:8081'],
+    );
+  });
+
+  test('refuses what a browser never sends as Origin, naming CORS_ORIGINS and the form it would send', () => {
+    for (const text of [
+      'app.example',
+      'https://app.example/',
+      'https://app.example/path',
+      'https://APP.example',
+      'https://app.example:443',
+      'https://user@app.example',
+      'https://app.example,',
+      '*,https://app.example',
+      'null',
+      'file:///tmp/x',
+    ]) {
+      refuses({ CORS_ORIGINS: text }, 'CORS_ORIGINS');
+    }
+    assert.throws(
+      () => loadConfig({ CORS_ORIGINS: 'https://app.example:443' }),
+      /as a browser sends it: "https:\/\/app\.example"/,
+    );
+  });
+});

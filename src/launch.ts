@@ -1,0 +1,133 @@
+import cluster from 'node:cluster';
+import { readFileSync } from 'node:fs';
+import type { Config } from './config.js';
+import { ConfigError } from './config.js';
+import pino from 'pino';
+
+/**
+ * What `serve` needs around the server itself: the settings file that a reload reads again, the
+ * start-up line's summary of the settings, and the launcher's lifetime (issue 16).
+ */
+
+const LINE = /^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*?)\s*$/;
+
+/**
+ * A settings file: `NAME=value` lines (the format of `.env` files and of Node's `--env-file`),
+ * `#` comments and blank lines ignored, a value optionally in single or double quotes. Returns the
+ * values; a line that is none of these is a ConfigError naming the file and line.
+ */
+export function readSettingsFile(path: string): Record<string, string> {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (error) {
+    throw new ConfigError(`cannot read the settings file ${path}: ${(error as Error).message}`);
+  }
+  const values: Record<string, string> = {};
+  text.split(/\r?\n/).forEach((line, index) => {
+    if (/^\s*(#.*)?$/.test(line)) return;
+    const match = LINE.exec(line);
+    // The line is not repeated: it may hold a secret, and the message reaches the log (issue 16).
+    if (match === null)
+      throw new ConfigError(`${path}:${index + 1}: expected NAME=value (a name of letters, digits and _)`);
+    const raw = match[2]!;
+    const quoted = /^(["'])(.*)\1$/.exec(raw);
+    values[match[1]!] = quoted ? quoted[2]! : raw.replace(/\s+#.*$/, '');
+  });
+  return values;
+}
+
+/** The database without its password: `sqlite:<path>` or `postgres://user@host:port/database`. */
+export function describeDatabase(database: Config['database']): string {
+  if (database.engine === 'sqlite') return `sqlite:${database.path}`;
+  try {
+    const url = new URL(database.url);
+    url.password = '';
+    url.search = '';
+    return url.toString();
+  } catch {
+    return 'postgres (an unparsable URL)';
+  }
+}
+
+/** The start-up line's fields: what an operator checks first (never a secret). */
+export function settingsSummary(config: Config): Record<string, unknown> {
+  let redis: string | null = null;
+  if (config.redisUrl !== null) {
+    try {
+      const url = new URL(config.redisUrl);
+      redis = `${url.protocol}//${url.host}${url.pathname === '/' ? '' : url.pathname}`;
+    } catch {
+      redis = 'redis (an unparsable URL)';
+    }
+  }
+  return {
+    engine: config.database.engine,
+    database: describeDatabase(config.database),
+    redis,
+    rateLimit: config.rateLimit === null ? 'off' : `${config.rateLimit.max}/${config.rateLimit.windowMs / 1000}s`,
+    workers: config.workers,
+    host: config.host,
+    port: config.port,
+  };
+}
+
+/**
+ * Started by npm or npx (`npm start`, `npx plant-store serve`), the server lives as long as its
+ * launcher: npm passes SIGTERM and SIGINT to its child, but `npx` runs the command through a shell
+ * that does not pass them on, and nothing passes SIGHUP. When the launcher is gone (this process
+ * was handed to another parent), `onGone` runs, once: the caller stops as on SIGTERM. A server
+ * started directly (`node bin/plant-store.js serve`, a process manager) is not watched.
+ */
+export function followLauncher(onGone: (launcherPid: number) => void): void {
+  if (cluster.isWorker || process.env.npm_command === undefined) return;
+  const launcher = process.ppid;
+  const timer = setInterval(() => {
+    if (process.ppid === launcher) return;
+    clearInterval(timer);
+    onGone(launcher);
+  }, 250);
+  timer.unref();
+}
+
+/** What failed to start: a log reader filters on it (issue 16). */
+export type Component = 'settings' | 'database' | 'http' | 'server';
+
+/** A start-up step that failed, named by the component it concerns. */
+export class StartupError extends Error {
+  constructor(
+    readonly component: Component,
+    cause: unknown,
+  ) {
+    super(cause instanceof Error ? cause.message : String(cause), { cause });
+  }
+}
+
+/** Runs one start-up step; its failure becomes a StartupError naming `component`. */
+export async function startupStep<T>(component: Component, work: () => T | Promise<T>): Promise<T> {
+  try {
+    return await work();
+  } catch (error) {
+    throw error instanceof StartupError ? error : new StartupError(component, error);
+  }
+}
+
+/**
+ * The one JSON line on stdout (the log's stream and shape) that says a start failed: the component,
+ * the reason, and the error's code when it has one. The command still exits non-zero, and says it on stderr.
+ */
+export function logStartupFailure(error: unknown, level = 'info'): void {
+  const component: Component =
+    error instanceof StartupError ? error.component : error instanceof ConfigError ? 'settings' : 'server';
+  // Settings that do not parse may be the log level itself: their line is written whatever it says.
+  if (component === 'settings') level = 'info';
+  // The first system error code down the cause chain (a store wraps the socket's error in its own).
+  let code: string | undefined;
+  for (let at: unknown = error; code === undefined && at instanceof Error; at = at.cause)
+    code = (at as NodeJS.ErrnoException).code;
+  const reason = error instanceof Error ? error.message : String(error);
+  pino({ level }, pino.destination({ fd: 1, sync: true })).fatal(
+    { component, reason, ...(code === undefined ? {} : { code }) },
+    `plant-store could not start: ${component} failed`,
+  );
+}

@@ -1,0 +1,148 @@
+import assert from 'node:assert/strict';
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { after, describe, test } from 'node:test';
+import { runCli, startServer } from '../process.js';
+import { createListLoad, storedIds } from './create-list-load.js';
+
+// Issue 16, points 1 and 2: the documented launch commands pass SIGTERM to the server, and SIGHUP
+// under `serve --workers N` replaces the workers one at a time with no failed request and no lost
+// write. Every process here is started by the test and listens on 127.0.0.1 only.
+
+const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+const dir = mkdtempSync(join(tmpdir(), 'plant-store-launch-'));
+after(() => rmSync(dir, { recursive: true, force: true }));
+let dbs = 0;
+const sqliteUrl = (): string => `sqlite:${join(dir, `store-${++dbs}.db`)}`;
+
+/** Whether a process of this pid still exists. */
+const alive = (pid: number): boolean => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+/** The pids of every process below `pid` (from ps). */
+function descendants(pid: number): number[] {
+  const out = execFileSync('ps', ['-eo', 'pid=,ppid='], { encoding: 'utf8' });
+  const children = new Map<number, number[]>();
+  for (const line of out.trim().split('\n')) {
+    const [p, pp] = line.trim().split(/\s+/).map(Number) as [number, number];
+    children.set(pp, [...(children.get(pp) ?? []), p]);
+  }
+  const found: number[] = [];
+  const walk = (p: number): void => {
+    for (const c of children.get(p) ?? []) {
+      found.push(c);
+      walk(c);
+    }
+  };
+  walk(pid);
+  return found;
+}
+
+/** Waits until `log()` matches `pattern` `count` times, or fails after 30 s. */
+async function waitFor(log: () => string, pattern: RegExp, count = 1): Promise<void> {
+  const until = Date.now() + 30_000;
+  const global = new RegExp(pattern.source, 'g');
+  while ((log().match(global)?.length ?? 0) < count) {
+    if (Date.now() > until) assert.fail(`no ${count} × ${pattern} within 30 s in:\n${log()}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+/** A launch command in its own process, its output collected. */
+function launch(command: string, args: string[], env: NodeJS.ProcessEnv): { child: ChildProcess; log: () => string } {
+  const child = spawn(command, args, {
+    cwd: ROOT,
+    env: { ...process.env, PORT: '0', LOG_LEVEL: 'info', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  child.stdout.on('data', (chunk: Buffer) => void (out += chunk.toString()));
+  child.stderr.on('data', (chunk: Buffer) => void (out += chunk.toString()));
+  return { child, log: () => out };
+}
+
+describe('SIGTERM to the documented launch commands reaches the server', () => {
+  for (const [name, command, args, listeners] of [
+    ['npm start', 'npm', ['start'], 1],
+    ['npx plant-store serve --workers 2', 'npx', ['--yes', 'plant-store', 'serve', '--workers', '2'], 2],
+  ] as const) {
+    test(`${name}: every process exits after draining`, async () => {
+      const { child, log } = launch(command, [...args], { DATABASE_URL: sqliteUrl() });
+      await waitFor(log, /Server listening at http:\/\/127\.0\.0\.1:\d+/, listeners);
+      const url = /Server listening at (http:\/\/127\.0\.0\.1:\d+)/.exec(log())![1]!;
+      assert.equal((await fetch(`${url}/healthz`)).status, 200);
+      const tree = descendants(child.pid!);
+      assert.ok(tree.length >= listeners, `processes under ${name}: ${tree.join(', ')}`);
+
+      const exited = once(child, 'exit');
+      child.kill('SIGTERM'); // the launcher's own pid, as a supervisor or `docker stop` does
+      await exited;
+      await waitFor(log, /"msg":"stopped cleanly"/, listeners);
+      for (let i = 0; i < 100 && tree.some(alive); i++) await new Promise((r) => setTimeout(r, 50));
+      assert.deepEqual(tree.filter(alive), [], 'no process of the tree is left');
+      assert.match(log(), /shutting down: finishing in-flight requests/);
+      await assert.rejects(fetch(`${url}/healthz`), 'the port no longer answers');
+    });
+  }
+});
+
+describe('SIGHUP', () => {
+  test('without --workers: logged, and the server keeps serving', async () => {
+    const server = await startServer({ DATABASE_URL: sqliteUrl() });
+    try {
+      server.child.kill('SIGHUP');
+      await waitFor(() => server.logs(), /SIGHUP: a single process does not reload/);
+      assert.equal((await fetch(`${server.url}/healthz`)).status, 200);
+    } finally {
+      await server.stop();
+    }
+  });
+
+  test('with --workers 2 under create/list load: three reloads, 0 failed requests, 0 lost writes; bad settings keep the workers', async () => {
+    const settings = join(dir, 'settings.env');
+    writeFileSync(settings, 'LOG_LEVEL=info\n');
+    const env = { DATABASE_URL: sqliteUrl(), RATE_LIMIT: 'off' };
+    const server = await startServer(env, undefined, ['--workers', '2', '--settings-file', settings]);
+    try {
+      const { stdout } = await runCli(
+        ['token', 'create', '--subject', 'reload', '--scopes', 'plants:read,plants:write', '--json'],
+        { ...process.env, ...env },
+      );
+      const token = (JSON.parse(stdout) as { token: string }).token;
+      const load = createListLoad(server.url, token, 'reload');
+
+      writeFileSync(settings, 'LOG_LEVEL=loud\n'); // does not parse: refused, the workers stay
+      server.child.kill('SIGHUP');
+      await waitFor(() => server.logs(), /reload refused: the settings do not parse/);
+      writeFileSync(settings, 'LOG_LEVEL=info\n');
+      for (let reload = 1; reload <= 3; reload++) {
+        server.child.kill('SIGHUP');
+        await waitFor(() => server.logs(), /"msg":"reload done"/, reload);
+      }
+      await load.stop();
+
+      assert.deepEqual(load.failures, []);
+      assert.ok(load.acknowledged.size > 0);
+      assert.equal((server.logs().match(/reload: the old worker stopped/g) ?? []).length, 6);
+      // Every acknowledged create is stored: read every page back.
+      const stored = await storedIds(server.url, token, 'reload');
+      assert.deepEqual(
+        [...load.acknowledged].filter((id) => !stored.has(id)),
+        [],
+        `no acknowledged create is missing (${stored.size} stored, ${load.acknowledged.size} acknowledged)`,
+      );
+    } finally {
+      await server.stop();
+    }
+  });
+});

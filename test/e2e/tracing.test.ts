@@ -1,0 +1,307 @@
+import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { type Server, createServer } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { type ServerProcess, runCli, startServer } from '../process.js';
+import { scratchSchema, stopSharedPostgres } from '../support/postgres.js';
+import { Receiver } from './webhook-receiver.js';
+
+// Issue 16, point 4: OpenTelemetry traces exported over OTLP/HTTP by real `plant-store serve`
+// processes to a collector this test runs on 127.0.0.1, which decodes what arrives.
+
+after(stopSharedPostgres);
+const dir = mkdtempSync(join(tmpdir(), 'plant-store-tracing-'));
+after(() => rmSync(dir, { recursive: true, force: true }));
+
+type AnyValue = { stringValue?: string; intValue?: string | number; boolValue?: boolean; doubleValue?: number };
+interface OtlpSpan {
+  traceId: string;
+  spanId: string;
+  parentSpanId?: string;
+  name: string;
+  kind: number;
+  attributes: Array<{ key: string; value: AnyValue }>;
+}
+interface Span {
+  readonly scope: string;
+  readonly service: string | undefined;
+  readonly traceId: string;
+  readonly spanId: string;
+  readonly parentSpanId: string | undefined;
+  readonly name: string;
+  readonly attributes: Record<string, string | number | boolean | undefined>;
+}
+
+/** An OTLP/HTTP collector: JSON bodies decoded into spans, protobuf bodies kept as bytes. */
+class Collector {
+  readonly spans: Span[] = [];
+  readonly bodies: Array<{ contentType: string; path: string; body: Buffer }> = [];
+  private server: Server | undefined;
+  port = 0;
+
+  async start(): Promise<void> {
+    this.server = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (chunk: Buffer) => chunks.push(chunk));
+      req.on('end', () => {
+        const body = Buffer.concat(chunks);
+        const contentType = String(req.headers['content-type']);
+        this.bodies.push({ contentType, path: String(req.url), body });
+        if (contentType.startsWith('application/json')) this.decode(body.toString('utf8'));
+        res.writeHead(200, { 'content-type': contentType }).end(contentType.includes('json') ? '{}' : '');
+      });
+    });
+    this.server.listen(0, '127.0.0.1');
+    await once(this.server, 'listening');
+    this.port = (this.server.address() as { port: number }).port;
+  }
+
+  get endpoint(): string {
+    return `http://127.0.0.1:${this.port}`;
+  }
+
+  private decode(text: string): void {
+    const request = JSON.parse(text) as {
+      resourceSpans: Array<{
+        resource: { attributes: OtlpSpan['attributes'] };
+        scopeSpans: Array<{ scope: { name: string }; spans: OtlpSpan[] }>;
+      }>;
+    };
+    for (const resourceSpans of request.resourceSpans) {
+      const service = flatten(resourceSpans.resource.attributes)['service.name'];
+      for (const { scope, spans } of resourceSpans.scopeSpans)
+        for (const span of spans)
+          this.spans.push({
+            scope: scope.name,
+            service: typeof service === 'string' ? service : undefined,
+            traceId: span.traceId,
+            spanId: span.spanId,
+            parentSpanId: span.parentSpanId || undefined,
+            name: span.name,
+            attributes: flatten(span.attributes),
+          });
+    }
+  }
+
+  /** Waits until a span satisfies `predicate`; a deadline, not a speed. */
+  async span(predicate: (span: Span) => boolean, what: string): Promise<Span> {
+    const deadline = Date.now() + 15_000;
+    for (;;) {
+      const found = this.spans.find(predicate);
+      if (found) return found;
+      if (Date.now() > deadline)
+        assert.fail(`no span ${what} arrived; got: ${this.spans.map((s) => s.name).join(', ')}`);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  }
+
+  async stop(): Promise<void> {
+    this.server?.closeAllConnections();
+    this.server?.close();
+  }
+}
+
+function flatten(attributes: OtlpSpan['attributes']): Span['attributes'] {
+  const flat: Span['attributes'] = {};
+  for (const { key, value } of attributes) {
+    const v = value.stringValue ?? value.intValue ?? value.boolValue ?? value.doubleValue;
+    flat[key] = typeof v === 'string' && /^\d+$/.test(v) && value.intValue !== undefined ? Number(v) : v;
+  }
+  return flat;
+}
+
+const SCOPES = 'plants:read,plants:write,webhooks:read,webhooks:write';
+const TRACE_ID = '4bf92f3577b34da6a3ce929d0e0e4736';
+const PARENT_ID = '00f067aa0ba902b7';
+
+async function call(server: ServerProcess, token: string, method: string, path: string, body?: string, headers = {}) {
+  const response = await fetch(`${server.url}${path}`, {
+    method,
+    headers: {
+      authorization: `Bearer ${token}`,
+      ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+      ...headers,
+    },
+    body,
+  });
+  return { status: response.status, text: await response.text(), requestId: response.headers.get('x-request-id') };
+}
+
+/** Every span's ancestors up to the root, by id. */
+function ancestors(spans: readonly Span[], span: Span): string[] {
+  const byId = new Map(spans.map((s) => [s.spanId, s]));
+  const chain: string[] = [];
+  for (let at = span.parentSpanId; at !== undefined; at = byId.get(at)?.parentSpanId) chain.push(at);
+  return chain;
+}
+
+for (const engine of ['sqlite', 'postgres'] as const) {
+  describe(`tracing with OTEL_EXPORTER_OTLP_ENDPOINT set (${engine})`, () => {
+    const collector = new Collector();
+    const receiver = new Receiver();
+    let server: ServerProcess;
+    let token: string;
+    let scratch: { url: string; drop(): Promise<void> } | undefined;
+
+    before(async () => {
+      await collector.start();
+      await receiver.start();
+      let database = `sqlite:${join(dir, 'traced.db')}`;
+      if (engine === 'postgres') {
+        scratch = await scratchSchema();
+        database = scratch.url;
+      }
+      const env = {
+        DATABASE_URL: database,
+        WEBHOOK_ALLOW_PRIVATE: '1',
+        OTEL_EXPORTER_OTLP_ENDPOINT: collector.endpoint,
+        OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
+        OTEL_BSP_SCHEDULE_DELAY: '100',
+        OTEL_SERVICE_NAME: `plant-store-${engine}`,
+      };
+      const minted = await runCli(['token', 'create', '--subject', 'alice', '--scopes', SCOPES, '--json'], env);
+      assert.equal(minted.code, 0, minted.stderr);
+      token = (JSON.parse(minted.stdout) as { token: string }).token;
+      server = await startServer(env);
+    });
+    after(async () => {
+      await server?.stop();
+      await receiver.stop();
+      await collector.stop();
+      await scratch?.drop();
+    });
+
+    test('a request continues the caller’s traceparent, named by its route, with its subject and status', async () => {
+      const created = await call(server, token, 'POST', '/plants', '{"id":41,"name":"Fern"}', {
+        traceparent: `00-${TRACE_ID}-${PARENT_ID}-01`,
+      });
+      assert.equal(created.status, 200, created.text);
+      const span = await collector.span((s) => s.traceId === TRACE_ID && s.name === 'POST /plants', 'POST /plants');
+      assert.equal(span.parentSpanId, PARENT_ID);
+      assert.equal(span.service, `plant-store-${engine}`);
+      assert.equal(span.attributes['http.route'], '/plants');
+      assert.equal(span.attributes['http.response.status_code'], 200);
+      assert.equal(span.attributes['enduser.id'], 'alice');
+      assert.equal(span.attributes['plant_store.request_id'], created.requestId, 'the answer’s X-Request-Id');
+
+      const removed = await call(server, token, 'DELETE', '/plants/41');
+      assert.equal(removed.status, 204);
+      const deleted = await collector.span((s) => s.name === 'DELETE /plants/:id', 'DELETE /plants/:id');
+      assert.notEqual(deleted.traceId, TRACE_ID, 'a request without traceparent starts a trace of its own');
+      assert.equal(deleted.parentSpanId, undefined);
+      assert.equal(deleted.attributes['http.response.status_code'], 204);
+    });
+
+    test('every statement of a request is a span in its trace; no token reaches the collector', async () => {
+      const created = await call(server, token, 'POST', '/plants', '{"id":42,"name":"Ivy"}', {
+        traceparent: `00-${TRACE_ID.replace(/^4/, '5')}-${PARENT_ID}-01`,
+      });
+      assert.equal(created.status, 200);
+      const traceId = TRACE_ID.replace(/^4/, '5');
+      const request = await collector.span((s) => s.traceId === traceId && s.name === 'POST /plants', 'the request');
+      const system = engine === 'sqlite' ? 'sqlite' : 'postgresql';
+      const insert = await collector.span(
+        (s) =>
+          s.traceId === traceId &&
+          s.attributes['db.system.name'] === system &&
+          /INSERT/i.test(String(s.attributes['db.query.text'] ?? s.attributes['db.statement'] ?? s.name)),
+        `an INSERT statement (${system})`,
+      );
+      assert.ok(ancestors(collector.spans, insert).includes(request.spanId), 'the statement is under the request');
+      // The token was looked up by a statement too, in the first request's trace (then it is cached).
+      await collector.span(
+        (s) =>
+          s.traceId === TRACE_ID && /api_tokens|tokenById/.test(`${s.name} ${String(s.attributes['db.query.text'])}`),
+        'the token lookup',
+      );
+      // A token a caller puts in the query string or the path is redacted, as in the request log.
+      await call(server, token, 'GET', `/plants?access_token=${token}&limit=5`);
+      await call(server, token, 'GET', `/plants/${token}`);
+      const inQuery = await collector.span(
+        (s) => String(s.attributes['url.query'] ?? '').includes('limit=5'),
+        'the request with a token in its query',
+      );
+      assert.equal(inQuery.attributes['url.query'], 'access_token=[redacted]&limit=5');
+      await collector.span(
+        (s) => s.attributes['url.path'] === '/plants/[redacted]',
+        'the request with a token in its path',
+      );
+      const everything = collector.bodies.map((b) => b.body.toString('utf8')).join('\n');
+      assert.ok(!everything.includes(token), 'the bearer token is in no span');
+      assert.ok(!everything.includes(token.slice(token.indexOf('_') + 1, token.length - 8)), 'nor part of its secret');
+    });
+
+    test('a webhook delivery is a span, and the receiver gets its traceparent', async () => {
+      const hook = await call(server, token, 'POST', '/webhooks', JSON.stringify({ url: receiver.url }));
+      assert.equal(hook.status, 201, hook.text);
+      const webhook = JSON.parse(hook.text) as { id: string; secret: string };
+      receiver.secret = webhook.secret;
+      assert.equal((await call(server, token, 'POST', '/plants', '{"id":43,"name":"Moss"}')).status, 200);
+      await receiver.until((received) => received.some((r) => r.body.includes('"Moss"')));
+      const delivered = receiver.received.find((r) => r.body.includes('"Moss"'))!;
+      assert.ok(delivered.verified, 'the signature still verifies');
+      const traceparent = String(delivered.headers.traceparent);
+      const m = /^00-([0-9a-f]{32})-([0-9a-f]{16})-0[01]$/.exec(traceparent);
+      assert.ok(m, `a W3C traceparent header: ${traceparent}`);
+      const span = await collector.span((s) => s.spanId === m[2], 'the delivery span the traceparent names');
+      assert.equal(span.name, 'webhook delivery');
+      assert.equal(span.traceId, m[1]);
+      assert.equal(span.attributes['plant_store.webhook.id'], webhook.id);
+      assert.equal(span.attributes['plant_store.event.type'], 'plant.created');
+      assert.equal(span.attributes['http.response.status_code'], 200);
+    });
+  });
+}
+
+test('the default protocol is OTLP/HTTP protobuf to /v1/traces', async (t) => {
+  const collector = new Collector();
+  await collector.start();
+  t.after(() => collector.stop());
+  const env = {
+    DATABASE_URL: `sqlite:${join(dir, 'protobuf.db')}`,
+    OTEL_EXPORTER_OTLP_ENDPOINT: collector.endpoint,
+    OTEL_BSP_SCHEDULE_DELAY: '100',
+  };
+  const minted = await runCli(['token', 'create', '--subject', 'bob', '--scopes', 'plants:read', '--json'], env);
+  const token = (JSON.parse(minted.stdout) as { token: string }).token;
+  const server = await startServer(env);
+  t.after(() => server.stop());
+  const listed = await call(server, token, 'GET', '/plants', undefined, {
+    traceparent: `00-${TRACE_ID}-${PARENT_ID}-01`,
+  });
+  assert.equal(listed.status, 200);
+  const deadline = Date.now() + 15_000;
+  const traceBytes = Buffer.from(TRACE_ID, 'hex');
+  for (;;) {
+    const body = collector.bodies.find((b) => b.body.includes(traceBytes));
+    if (body) {
+      assert.equal(body.path, '/v1/traces');
+      assert.equal(body.contentType, 'application/x-protobuf');
+      // Protobuf keeps strings as they are: the span's name and the service's are in the bytes.
+      assert.ok(body.body.includes(Buffer.from('GET /plants')));
+      assert.ok(body.body.includes(Buffer.from('plant-store')), 'service.name defaults to plant-store');
+      break;
+    }
+    if (Date.now() > deadline) assert.fail(`no export carried the trace id; ${collector.bodies.length} exports`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+});
+
+test('without an OTLP endpoint nothing is exported and no span header is sent', async (t) => {
+  const receiver = new Receiver();
+  await receiver.start();
+  t.after(() => receiver.stop());
+  const env = { DATABASE_URL: `sqlite:${join(dir, 'untraced.db')}`, WEBHOOK_ALLOW_PRIVATE: '1' };
+  const minted = await runCli(['token', 'create', '--subject', 'carol', '--scopes', SCOPES, '--json'], env);
+  const token = (JSON.parse(minted.stdout) as { token: string }).token;
+  const server = await startServer({ ...env, OTEL_EXPORTER_OTLP_ENDPOINT: '' });
+  t.after(() => server.stop());
+  const hook = await call(server, token, 'POST', '/webhooks', JSON.stringify({ url: receiver.url }));
+  receiver.secret = (JSON.parse(hook.text) as { secret: string }).secret;
+  assert.equal((await call(server, token, 'POST', '/plants', '{"id":44,"name":"Sage"}')).status, 200);
+  await receiver.until((received) => received.length === 1);
+  assert.equal(receiver.received[0]!.headers.traceparent, undefined);
+});
