@@ -7,6 +7,9 @@
 // flight at the kill may have happened or not, and is settled by what the restarted store holds.
 // The store accumulates across rounds, so each round re-checks all earlier rounds' data.
 //
+// A webhook is subscribed throughout: at the end every logged event must reach its receiver, signed,
+// every event must match a change the clients sent, and every acknowledged change must have one.
+// On SQLite every third round another connection also holds the write lock for part of the load.
 // Settings: CRASH_ROUNDS (20 per engine), CRASH_ENGINES (sqlite,postgres), CRASH_CLIENTS (16).
 // PostgreSQL: a fresh database on TEST_DATABASE_URL's server, else on a throwaway server.
 // What it cannot show: a power loss. The kill ends the process, not the machine, so the kernel
@@ -15,6 +18,7 @@
 
 import { once } from 'node:events';
 import { runCli, startServer, type ServerProcess } from '../process.js';
+import { Receiver } from '../e2e/webhook-receiver.js';
 import { type CrashDatabase, postgresDatabase, sqliteDatabase } from './engines.js';
 import { Ledger } from './ledger.js';
 import { Client, startLoad } from './load.js';
@@ -43,6 +47,7 @@ interface Totals {
   inFlight: number;
   stored: number;
   seconds: number;
+  delivered: string;
   violations: string[];
 }
 
@@ -55,7 +60,15 @@ async function kill(server: ServerProcess): Promise<void> {
 }
 
 async function crashRounds(db: CrashDatabase, totals: Totals): Promise<void> {
-  const env = { DATABASE_URL: db.url, RATE_LIMIT: 'off', LOG_LEVEL: 'info' };
+  // Issue 14: a webhook is subscribed for the whole run; its receiver (on 127.0.0.1) verifies each
+  // delivery's signature. Retries come fast so the backlog left by each kill drains within the run.
+  const env = {
+    DATABASE_URL: db.url,
+    RATE_LIMIT: 'off',
+    LOG_LEVEL: 'info',
+    WEBHOOK_ALLOW_PRIVATE: '1',
+    WEBHOOK_RETRY_SCHEDULE: '0s,200ms,200ms,500ms,500ms,1s,1s,2s,2s,5s',
+  };
   const minted = await runCli(
     ['token', 'create', '--subject', OWNER, '--scopes', 'plants:read,plants:write', '--json'],
     env,
@@ -64,6 +77,11 @@ async function crashRounds(db: CrashDatabase, totals: Totals): Promise<void> {
   const { token } = JSON.parse(minted.stdout) as { token: string };
   const ledger = new Ledger(OWNER);
   console.log(`[${db.engine}] integrity: ${db.integrityMethod}`);
+  const receiver = new Receiver();
+  await receiver.start();
+  const subscribed = await runCli(['webhooks', 'add', '--subject', OWNER, '--url', receiver.url, '--json'], env);
+  if (subscribed.code !== 0) throw new Error(`webhooks add failed: ${subscribed.stderr}`);
+  receiver.secret = (JSON.parse(subscribed.stdout) as { secret: string }).secret;
 
   let server = await startServer(env);
   try {
@@ -71,9 +89,24 @@ async function crashRounds(db: CrashDatabase, totals: Totals): Promise<void> {
       const client = new Client(server.url, token, clients);
       const load = startLoad(client, ledger, round, clients);
       const loadMs = 50 + Math.floor(Math.random() * 350);
-      await sleep(loadMs);
+      // Every third SQLite round another connection takes the write lock during the load (issue 13):
+      // writes wait for it without freezing the server, and are acknowledged only once committed.
+      // Half of those rounds release it before the kill, half hold it through the kill.
+      const lock =
+        db.holdWriteLock && round % 3 === 0
+          ? { at: Math.floor(loadMs / 4), releaseAt: round % 2 === 0 ? Math.floor((loadMs * 3) / 4) : undefined }
+          : undefined;
+      let release: (() => void) | undefined;
+      if (lock) {
+        await sleep(lock.at);
+        release = db.holdWriteLock!();
+        await sleep((lock.releaseAt ?? loadMs) - lock.at);
+        if (lock.releaseAt !== undefined) release();
+        await sleep(loadMs - (lock.releaseAt ?? loadMs));
+      } else await sleep(loadMs);
       load.stop();
       await kill(server);
+      if (lock && lock.releaseAt === undefined) release?.();
       const { acked, refused, violations } = await load.done;
       client.close();
       const inFlight = { creates: ledger.count('creating'), deletes: ledger.count('deleting') };
@@ -98,6 +131,9 @@ async function crashRounds(db: CrashDatabase, totals: Totals): Promise<void> {
       totals.stored = crashed.plants.size;
       console.log(
         `[${db.engine}] round ${String(round).padStart(2)}/${rounds}: killed after ${String(loadMs).padStart(3)} ms; ` +
+          (lock
+            ? `write lock held elsewhere from ${lock.at} ms ${lock.releaseAt === undefined ? 'through the kill' : `to ${lock.releaseAt} ms`}; `
+            : '') +
           `acked ${acked.creates} creates, ${acked.deletes} deletes${refused > 0 ? ` (${refused} refused: 503)` : ''}; ` +
           `in flight ${inFlight.creates} creates (${settled.creates.stored} stored), ` +
           `${inFlight.deletes} deletes (${settled.deletes.done} done); ` +
@@ -108,7 +144,9 @@ async function crashRounds(db: CrashDatabase, totals: Totals): Promise<void> {
         return;
       }
     }
+    if (totals.violations.length === 0) await checkDeliveries(db, ledger, receiver, totals);
   } finally {
+    await receiver.stop();
     // A server that died (a failed round) has nothing left to stop.
     const alive = server.child.exitCode === null && server.child.signalCode === null;
     const code = alive ? await server.stop() : 0;
@@ -116,6 +154,68 @@ async function crashRounds(db: CrashDatabase, totals: Totals): Promise<void> {
       totals.violations.push(`${db.engine}: the last server stopped with exit code ${code}, not 0`);
     }
   }
+}
+
+/**
+ * After the last round, with a server running: every event in the log reaches the receiver, at
+ * least once, signed; every event matches a change the clients sent (a change killed before its
+ * answer may have committed, and then has its event too); every acknowledged change has its event.
+ */
+async function checkDeliveries(db: CrashDatabase, ledger: Ledger, receiver: Receiver, totals: Totals): Promise<void> {
+  const logged = await db.events();
+  const problems: string[] = [];
+  const created = new Map<bigint, string>();
+  const deleted = new Set<bigint>();
+  for (const event of logged) {
+    const id = BigInt(/^\{"id":(-?\d+)/.exec(event.payload)?.[1] ?? 'x');
+    const sent = ledger.entries.get(id);
+    if (event.type === 'plant.created') {
+      created.set(id, event.payload);
+      const expected =
+        sent &&
+        JSON.stringify(
+          sent.tag === null ? { id: 0, name: sent.name } : { id: 0, name: sent.name, tag: sent.tag },
+        ).replace('"id":0', `"id":${id}`);
+      if (event.payload !== expected)
+        problems.push(`event ${event.id}: ${event.payload} matches no create the clients sent`);
+    } else if (event.type === 'plant.deleted') {
+      deleted.add(id);
+      if (!sent) problems.push(`event ${event.id}: a delete of ${id}, a plant the clients never created`);
+    } else problems.push(`event ${event.id}: unknown type ${event.type}`);
+  }
+  // Every fate is settled by now: created and deleted ones committed (acknowledged, or found so
+  // after a kill), absent ones never did.
+  for (const [id, entry] of ledger.entries) {
+    const stored = entry.fate === 'created' || entry.fate === 'deleting' || entry.fate === 'deleted';
+    if (stored && !created.has(id)) problems.push(`the create of ${id} committed but has no plant.created event`);
+    if (entry.fate === 'deleted' && !deleted.has(id))
+      problems.push(`the delete of ${id} committed but has no plant.deleted event`);
+    if (entry.fate === 'absent' && created.has(id))
+      problems.push(`the create of ${id} never committed, yet has an event`);
+  }
+  const want = new Set(logged.map((e) => `evt_${e.id}`));
+  try {
+    await receiver.until((r) => [...want].every((id) => r.some((x) => x.id === id)), 120_000);
+  } catch (error) {
+    const got = new Set(receiver.received.map((r) => r.id));
+    problems.push(
+      `${[...want].filter((id) => !got.has(id)).length} of ${want.size} events never delivered: ${String(error)}`,
+    );
+  }
+  const byEvent = new Map(logged.map((e) => [`evt_${e.id}`, e]));
+  for (const r of receiver.received) {
+    const event = byEvent.get(r.id);
+    if (!r.verified) problems.push(`delivery ${r.id}: the signature does not verify`);
+    if (!event) problems.push(`delivery ${r.id}: no such event in the log`);
+    else if (event.payload !== r.body || event.type !== r.type)
+      problems.push(`delivery ${r.id}: ${r.body} differs from the log's ${event.payload}`);
+  }
+  const { duplicates } = receiver.byId();
+  totals.delivered = `${want.size} events delivered, ${duplicates} duplicate deliveries`;
+  console.log(
+    `[${db.engine}] webhook: ${totals.delivered}; ${problems.length === 0 ? 'ok' : `${problems.length} VIOLATIONS`}`,
+  );
+  totals.violations.push(...problems.map((p) => `${db.engine} webhook: ${p}`));
 }
 
 async function runEngine(engine: string): Promise<Totals> {
@@ -128,6 +228,7 @@ async function runEngine(engine: string): Promise<Totals> {
     inFlight: 0,
     stored: 0,
     seconds: 0,
+    delivered: 'no webhook check',
     violations: [],
   };
   const db = engine === 'sqlite' ? sqliteDatabase() : await postgresDatabase();
@@ -159,7 +260,7 @@ console.log('\nsummary');
 for (const t of results) {
   console.log(
     `  ${t.engine.padEnd(8)} ${t.rounds}/${rounds} rounds in ${t.seconds.toFixed(1)} s: ${t.creates} acked creates, ` +
-      `${t.deletes} acked deletes, ${t.inFlight} in flight at a kill, ${t.stored} plants at the end; ` +
+      `${t.deletes} acked deletes, ${t.inFlight} in flight at a kill, ${t.stored} plants at the end; ${t.delivered}; ` +
       `${t.violations.length === 0 ? 'no violations' : `${t.violations.length} violations`}`,
   );
 }

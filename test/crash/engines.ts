@@ -19,6 +19,19 @@ export interface CrashDatabase {
   inspect(): Promise<{ problems: string[]; plants: Map<bigint, StoredPlant> }>;
   /** Removes the database; `keep` leaves it for a post-mortem and answers where it is. */
   dispose(keep: boolean): Promise<string | undefined>;
+  /**
+   * Takes the write lock from another connection, as an operator's `sqlite3` session or an import
+   * would (SQLite only), and answers the function that releases it.
+   */
+  holdWriteLock?(): () => void;
+  /** Every event in the log, read directly: id, type and the payload exactly as stored. */
+  events(): Promise<LoggedEvent[]>;
+}
+
+export interface LoggedEvent {
+  readonly id: bigint;
+  readonly type: string;
+  readonly payload: string;
 }
 
 /** A file database in a temporary folder. */
@@ -48,6 +61,22 @@ export function sqliteDatabase(): CrashDatabase {
       if (keep) return dir;
       rmSync(dir, { recursive: true, force: true });
       return undefined;
+    },
+    events: async () => {
+      const db = new Database(file, { readonly: true, fileMustExist: true });
+      try {
+        return db.prepare('SELECT id, type, payload FROM events ORDER BY id').safeIntegers(true).all() as LoggedEvent[];
+      } finally {
+        db.close();
+      }
+    },
+    holdWriteLock: () => {
+      const holder = new Database(file, { fileMustExist: true });
+      holder.exec('BEGIN IMMEDIATE');
+      return () => {
+        if (holder.inTransaction) holder.exec('ROLLBACK');
+        holder.close();
+      };
     },
   };
 }
@@ -107,6 +136,13 @@ export async function postgresDatabase(): Promise<CrashDatabase> {
         await new Promise((resolve) => setTimeout(resolve, 20));
       }
     },
+    events: () =>
+      withClient(direct.toString(), async (client) => {
+        const { rows } = await client.query<{ id: string; type: string; payload: string }>(
+          'SELECT id, type, payload FROM events ORDER BY id',
+        );
+        return rows.map((r) => ({ id: BigInt(r.id), type: r.type, payload: r.payload }));
+      }),
     inspect: () =>
       withClient(direct.toString(), async (client) => {
         const problems = amcheck === null ? await amcheckProblems(client) : await scanProblems(client);

@@ -115,7 +115,7 @@ test(`every method on every path, with any headers, gets its answer`, async (t) 
       headers,
       body: matrix.body?.bytes,
     });
-    expectMatrix(fuzz, response, matrix);
+    expectMatrix(fuzz, response, matrix, other);
     assertRequestId(response, requestId);
   });
   await fc.assert(property, runs(1300));

@@ -3,6 +3,7 @@ import fc from 'fast-check';
 import { type AuthCase, type Principals, authArb } from './auth.arb.js';
 import { type BodyCase, draftArb, renderBody } from './body.arb.js';
 import { type Fuzz, expectCreate, expectDelete, expectList } from './expect.js';
+import type { Header } from './headers.arb.js';
 import { idArb } from './int64.arb.js';
 import { assertStatus, jsonBody } from './oracle.js';
 import { validTextArb } from './text.arb.js';
@@ -59,7 +60,8 @@ export function matrixArb(principals: Principals): fc.Arbitrary<MatrixCase> {
     });
 }
 
-export function expectMatrix(fuzz: Fuzz, response: WireResponse, c: MatrixCase): void {
+/** `other`: the request's other headers; `If-None-Match: *` among them makes a list a 304. */
+export function expectMatrix(fuzz: Fuzz, response: WireResponse, c: MatrixCase, other: readonly Header[] = []): void {
   const head = c.method === 'HEAD';
   if (c.kind === 'unknown') return assertStatus(response, 404, head);
   const allowed = ALLOW[c.kind];
@@ -77,7 +79,18 @@ export function expectMatrix(fuzz: Fuzz, response: WireResponse, c: MatrixCase):
   if (c.kind === 'plant') return expectDelete(fuzz, response, c.auth, { id: c.id, malformed: false });
   if (c.method === 'POST')
     return expectCreate(fuzz, response, { auth: c.auth, body: c.body!, json: true, identity: true });
-  expectList(fuzz, response, c.auth, { query: '', ask: { limit: 100, after: undefined, tag: undefined } }, head);
+  // One `If-None-Match: *` asks for a 304; sent twice, Node joins them into `*, *`, which is not the
+  // field's syntax (`*` or a list of tags), and the server ignores it (a full answer is the safe one).
+  const conditions = other.filter(({ name }) => name.toLowerCase() === 'if-none-match');
+  const anyTag = conditions.length === 1 && conditions[0]!.value.trim() === '*';
+  expectList(
+    fuzz,
+    response,
+    c.auth,
+    { query: '', ask: { limit: 100, after: undefined, tag: undefined } },
+    head,
+    anyTag,
+  );
 }
 
 const PIECES = [

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { brotliDecompressSync, gunzipSync } from 'node:zlib';
 import { type WireResponse, header } from './wire.js';
 
 // What every response must look like, whatever was sent (CONTRACT.md, "Shapes" and "Everything else").
@@ -34,7 +35,7 @@ export function assertWellFormed(response: WireResponse, head = false): void {
     assert.equal(response.headers.get('x-request-id')?.length, 1, 'one X-Request-Id');
     if (response.status >= 400) {
       assert.match(header(response, 'content-type') ?? '', /^application\/json\b/i, 'an error is JSON');
-      if (!head) assertErrorBody(response.body, response.status);
+      if (!head) assertErrorBody(decodedBody(response), response.status);
     }
   } catch (error) {
     throw new Error(`a malformed response: ${show(response)}`, { cause: error });
@@ -60,7 +61,16 @@ export function assertRequestId(response: WireResponse, sent: readonly string[])
 /** A JSON body, parsed; plants come back exactly in the Plant shape. */
 export function jsonBody(response: WireResponse): unknown {
   assert.match(header(response, 'content-type') ?? '', /^application\/json\b/i, 'JSON');
-  return JSON.parse(response.body.toString('utf8'));
+  return JSON.parse(decodedBody(response).toString('utf8'));
+}
+
+/** The body with its Content-Encoding undone, as a client that sent Accept-Encoding reads it (issue 15). */
+export function decodedBody(response: WireResponse): Buffer {
+  const encoding = header(response, 'content-encoding');
+  if (encoding === 'gzip') return gunzipSync(response.body);
+  if (encoding === 'br') return brotliDecompressSync(response.body);
+  assert.equal(encoding, undefined, 'no other content coding');
+  return response.body;
 }
 
 /** The Plant shape of a stored plant: `tag` only when it has one, no id, nothing else. */
