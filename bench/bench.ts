@@ -4,15 +4,20 @@
 // node:http server answering the same bytes, each pinned to core 0, and drives both with wrk pinned
 // to core 1 (50 connections), alternating A/B, after a warm-up. Any error or non-2xx answer fails the run.
 // Settings: BENCH_DURATION (seconds per run, default 10), BENCH_ROUNDS (default 2),
-// BENCH_DATABASE_URL (PostgreSQL to use; default: a throwaway embedded server), BENCH_SKIP=sqlite,postgres,scale,workers.
+// BENCH_DATABASE_URL (PostgreSQL to use; default: a throwaway embedded server),
+// BENCH_SKIP=sqlite,postgres,api,compression,scale,workers,events (api: the five GET/POST/DELETE/mix rows;
+// compression: the 100-plant page with and without gzip, a poll answered 304, bytes on the wire).
+// The event side's scenarios (webhooks, the change feed) are bench/events.ts, run after each engine's own.
 import { type ChildProcess, execFile, execFileSync, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { connect } from 'node:net';
 import { cpus, totalmem, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { startThrowawayPostgres } from '../test/support/postgres.js';
+import { eventScenarios } from './events.js';
 
 const BIN = fileURLToPath(new URL('../bin/plant-store.js', import.meta.url));
 const BARE = fileURLToPath(new URL('./bare-server.mjs', import.meta.url));
@@ -106,9 +111,16 @@ const cli = (args: string[], env: NodeJS.ProcessEnv, input?: string): string =>
   });
 
 /** Lua for wrk: the request of each scenario. Ids are unique per run, so no create is a 409. */
-function script(kind: 'get' | 'post' | 'delete' | 'mix', token: string, base: bigint): string {
-  const file = join(dir, `${kind}-${base}.lua`);
-  const head = `wrk.headers["Authorization"] = "Bearer ${token}"\nwrk.headers["Content-Type"] = "application/json"\nlocal n = 0\n`;
+function script(
+  kind: 'get' | 'post' | 'delete' | 'mix',
+  token: string,
+  base: bigint,
+  headers: Record<string, string> = {},
+): string {
+  const file = join(dir, `${kind}-${base}-${Object.keys(headers).join('-')}.lua`);
+  let head = `wrk.headers["Authorization"] = "Bearer ${token}"\nwrk.headers["Content-Type"] = "application/json"\nlocal n = 0\n`;
+  for (const [name, value] of Object.entries(headers))
+    head += `wrk.headers[${JSON.stringify(name)}] = ${JSON.stringify(value)}\n`;
   const post = `n = n + 1\n  return wrk.format("POST", "/plants", nil, '{"id":' .. (${base} + n) .. ',"name":"bench plant"}')`;
   const body = {
     get: '',
@@ -155,6 +167,7 @@ const combine = (results: Result[]): Result => ({
 });
 
 const rows: string[] = [];
+const notes: string[] = [];
 const row = (engine: string, name: string, service: Result, bare?: Result): void => {
   const ratio = bare ? (service.rps / bare.rps).toFixed(2) : '—';
   const cells = [
@@ -194,6 +207,78 @@ function seedOthers(env: NodeJS.ProcessEnv, from: number, to: number): void {
   }
 }
 
+/**
+ * One GET over a fresh keep-alive connection, as wrk sends it: the answer's bytes on the wire (status
+ * line, headers, body) and its body as sent (still compressed).
+ */
+async function onTheWire(
+  url: string,
+  path: string,
+  headers: Record<string, string>,
+): Promise<{ total: number; body: Buffer }> {
+  const { hostname, port } = new URL(url);
+  const socket = connect(Number(port), hostname);
+  const lines = [
+    `GET ${path} HTTP/1.1`,
+    `Host: ${hostname}:${port}`,
+    ...Object.entries(headers).map(([k, v]) => `${k}: ${v}`),
+  ];
+  socket.write(`${lines.join('\r\n')}\r\n\r\n`);
+  let data = Buffer.alloc(0);
+  try {
+    for await (const chunk of socket) {
+      data = Buffer.concat([data, chunk as Buffer]);
+      const end = data.indexOf('\r\n\r\n');
+      if (end < 0) continue;
+      const length = Number(/\r\ncontent-length: *(\d+)/i.exec(data.subarray(0, end).toString('latin1'))?.[1] ?? 0);
+      if (data.length >= end + 4 + length)
+        return { total: end + 4 + length, body: data.subarray(end + 4, end + 4 + length) };
+    }
+  } finally {
+    socket.destroy();
+  }
+  throw new Error(`${url}${path}: the connection closed before a whole answer`);
+}
+
+/**
+ * Issue 15: the 100-plant page as it is and gzip-compressed, and a poll that If-None-Match answers
+ * 304; the bare server answers the same bytes (the service's gzip bytes, a bare 304). Then the bytes
+ * of one answer on the wire, brotli too.
+ */
+async function compressionScenarios(engine: string, service: Server, bare: Server, token: string): Promise<void> {
+  const path = '/plants?limit=100';
+  const auth = { Authorization: `Bearer ${token}` };
+  const etag = (
+    await fetch(`${service.url}${path}`, { headers: { ...auth, 'Accept-Encoding': 'identity' } })
+  ).headers.get('etag');
+  const variants: Array<[string, Record<string, string>]> = [
+    [`GET ${path}, no Accept-Encoding`, {}],
+    [`GET ${path}, Accept-Encoding: gzip`, { 'Accept-Encoding': 'gzip' }],
+    [`GET ${path}, If-None-Match: its ETag (304)`, { 'If-None-Match': etag! }],
+  ];
+  for (const [name, headers] of variants) {
+    const results: { service: Result[]; bare: Result[] } = { service: [], bare: [] };
+    for (let round = 0; round < ROUNDS; round++) {
+      for (const [which, server] of [
+        ['bare', bare],
+        ['service', service],
+      ] as const)
+        results[which].push(await wrk(`${server.url}${path}`, script('get', token, 0n, headers)));
+    }
+    row(engine, name, combine(results.service), combine(results.bare));
+  }
+  const sizes: string[] = [];
+  for (const [name, headers] of [
+    ...variants,
+    [`GET ${path}, Accept-Encoding: br`, { 'Accept-Encoding': 'br' }],
+  ] as const) {
+    const served = await onTheWire(service.url, path, { ...auth, ...headers });
+    const bared = name.endsWith('br') ? undefined : await onTheWire(bare.url, path, headers);
+    sizes.push(`${name}: ${served.total} B (body ${served.body.length} B)${bared ? `, bare ${bared.total} B` : ''}`);
+  }
+  notes.push(`${engine}, bytes of one answer on the wire (status line, headers, body): ${sizes.join('; ')}`);
+}
+
 const rss = (pid: number): number =>
   Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) / 1024;
 
@@ -228,6 +313,10 @@ async function suite(engine: string, env: NodeJS.ProcessEnv): Promise<void> {
     list10: await call('/plants?limit=10'),
     list100: await call('/plants?limit=100'),
     created: await call('/plants', { method: 'POST', body: '{"id":3000000000000000,"name":"bench plant"}' }),
+    // The service's own gzip bytes of the 100-plant page, for the bare server's gzip answers.
+    list100gzip: (
+      await onTheWire(service.url, '/plants?limit=100', { Authorization: `Bearer ${token}`, 'Accept-Encoding': 'gzip' })
+    ).body.toString('base64'),
   };
   const bare = await start([BARE], { BARE_BODIES: JSON.stringify(bodies), PORT: '0' }, '0', /listening (\d+)/);
   // Steady state is what is measured: both servers first answer a few seconds of load unrecorded
@@ -244,7 +333,7 @@ async function suite(engine: string, env: NodeJS.ProcessEnv): Promise<void> {
   ];
   const kinds = ['get', 'get', 'post', 'delete', 'mix'] as const;
   let deleteBase = 1_000_000_000_000n;
-  for (const [i, [name, target]] of scenarios.entries()) {
+  for (const [i, [name, target]] of SKIP.has('api') ? [] : scenarios.entries()) {
     const kind = kinds[i]!;
     const results: { service: Result[]; bare: Result[] } = { service: [], bare: [] };
     for (let round = 0; round < ROUNDS; round++) {
@@ -261,6 +350,8 @@ async function suite(engine: string, env: NodeJS.ProcessEnv): Promise<void> {
     }
     row(engine, name, combine(results.service), combine(results.bare));
   }
+
+  if (!SKIP.has('compression')) await compressionScenarios(engine, service, bare, token);
 
   if (!SKIP.has('scale')) {
     // Both scale rows are measured the same way: a fresh process, warmed up, then one run.
@@ -290,6 +381,12 @@ async function suite(engine: string, env: NodeJS.ProcessEnv): Promise<void> {
     row(engine, 'GET limit=10, --workers 2 (unpinned; wrk shares the cores)', result);
     await workers.stop();
   }
+
+  if (!SKIP.has('events')) {
+    const events = await eventScenarios(engine, env);
+    rows.push(...events.rows);
+    notes.push(...events.notes);
+  }
 }
 
 try {
@@ -317,6 +414,7 @@ try {
   );
   console.log('|---|---|---|---|---|---|---|---|---|');
   for (const line of rows) console.log(line);
+  if (notes.length > 0) console.log(`\n${notes.map((line) => `- ${line}`).join('\n')}`);
 } finally {
   rmSync(dir, { recursive: true, force: true });
 }

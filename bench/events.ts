@@ -1,0 +1,828 @@
+// The event side under load (issue 14.8): webhooks and the change feed, on one engine at a time.
+// Run by `npm run bench` after each engine's own scenarios (BENCH_SKIP=events leaves it out), or
+// alone:
+//
+//   node --import tsx bench/events.ts                  # SQLite, then PostgreSQL
+//   BENCH_SKIP=postgres node --import tsx bench/events.ts
+//   BENCH_DATABASE_URL=postgres://postgres@127.0.0.1:5432/bench_events BENCH_SKIP=sqlite node --import tsx bench/events.ts
+//
+// What it measures, with the service pinned to core 0 and everything that makes load (wrk, the
+// node load generators, the webhook receiver bench/receiver.mjs) pinned to core 1:
+//
+//  1. POST /plants with one subscribed webhook against POST with none: the same server, wrk
+//     -t1 -c50, BENCH_ROUNDS alternating rounds of BENCH_DURATION seconds (medians). The webhook
+//     (added with `plant-store webhooks add`, removed after each run) points at the receiver, which
+//     answers 200 at once. After each webhook run the harness waits until the receiver has every
+//     plant created (at most 120 s; then the webhook goes, and its pending deliveries with it), and
+//     reports how far behind the deliveries were when the load stopped.
+//  2. Commit-to-receiver latency at a steady BENCH_EVENTS_RATE creates/s (default 1,000) for
+//     BENCH_EVENTS_SECONDS (default 10): a node load generator sends POSTs evenly (open loop, over
+//     keep-alive connections); for each plant, the receiver's arrival time minus the event's
+//     created_at in the database (the store's clock: Date.now() of the server on SQLite, now() of
+//     the transaction on PostgreSQL; both are this machine's clock), and minus the time its 200
+//     reached the load generator. It runs on the server of part 1, whose dispatcher is warm: on a
+//     fresh server (BENCH_SKIP=events-ab) the numbers can be far worse (see the notes it prints).
+//  3. Deliveries/s: BENCH_EVENTS_BACKLOG plants (default 20,000) imported with `plant-store import`
+//     while no server runs (the import writes each event and its delivery), then the server starts;
+//     rate = deliveries between the receiver's first and last arrival / that time.
+//  4. The change feed: BENCH_EVENTS_STREAMS (default 1,000) GET /events streams on one fresh server
+//     (5 per token: tokens with plants:read,plants:admin, so every stream sees every plant; minted
+//     in this process with the service's TokenService, as a CLI process per token is too slow), the
+//     server's VmRSS before and after they are all open and have their `: connected` line; then
+//     BENCH_EVENTS_FANOUT creates (default 10), 1 s apart, and for each stream and event the time
+//     from sending the POST to the stream receiving the event (one process, one clock).
+//
+// Settings: BENCH_DURATION (seconds per wrk run, default 10), BENCH_ROUNDS (default 2),
+// BENCH_DATABASE_URL (PostgreSQL to use; default: a throwaway embedded server),
+// BENCH_SKIP=sqlite,postgres and, to leave out one part, events-ab,events-latency,events-backlog,events-feed;
+// BENCH_EVENTS_RATE, BENCH_EVENTS_SECONDS, BENCH_EVENTS_BACKLOG, BENCH_EVENTS_STREAMS, BENCH_EVENTS_FANOUT.
+// Server settings: WEBHOOK_ALLOW_PRIVATE=1 (the receiver is on 127.0.0.1), RATE_LIMIT=off.
+import { type ChildProcess, execFile, execFileSync, spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { Agent, request as httpRequest } from 'node:http';
+import { connect, type Socket } from 'node:net';
+import { cpus, tmpdir, totalmem } from 'node:os';
+import { join, resolve } from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import Database from 'better-sqlite3';
+import pg from 'pg';
+
+const THIS = fileURLToPath(import.meta.url);
+const BIN = fileURLToPath(new URL('../bin/plant-store.js', import.meta.url));
+const RECEIVER = fileURLToPath(new URL('./receiver.mjs', import.meta.url));
+const DURATION = Number(process.env.BENCH_DURATION ?? 10);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2);
+const RATE = Number(process.env.BENCH_EVENTS_RATE ?? 1000);
+const RATE_SECONDS = Number(process.env.BENCH_EVENTS_SECONDS ?? 10);
+const BACKLOG = Number(process.env.BENCH_EVENTS_BACKLOG ?? 20_000);
+const STREAMS = Number(process.env.BENCH_EVENTS_STREAMS ?? 1000);
+const FANOUT = Number(process.env.BENCH_EVENTS_FANOUT ?? 10);
+const STREAMS_PER_TOKEN = 5; // CONTRACT.md: at most 5 open streams per token
+const WARM_UP = 3; // seconds of unrecorded load after a server starts
+const DRAIN_MS = 120_000; // the longest wait for a run's deliveries to reach the receiver
+const SKIP = new Set((process.env.BENCH_SKIP ?? '').split(',').filter(Boolean));
+
+// Whatever this file started and is still running when the process ends, fails or is interrupted,
+// is stopped (bench.ts keeps its own children the same way).
+const children = new Set<ChildProcess>();
+process.once('exit', () => {
+  for (const child of children) child.kill('SIGKILL');
+});
+
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+const loadAverage = (): string => readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
+const rss = (pid: number): number =>
+  Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) / 1024;
+
+/** The nearest-rank percentile (p in 0–100) of values, in their unit; NaN when there are none. */
+function percentile(values: readonly number[], p: number): number {
+  if (values.length === 0) return Number.NaN;
+  const sorted = Float64Array.from(values).sort();
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))]!;
+}
+const median = (values: number[]): number => percentile(values, 50);
+
+interface Server {
+  readonly url: string;
+  readonly port: number;
+  readonly child: ChildProcess;
+  /** When the harness saw the ready line (Date.now()). */
+  readonly readyAt: number;
+  stop(): Promise<void>;
+}
+
+/** A child pinned to `cores` that logs to a file; ready when `ready` matches the log (its group 1 is the port). */
+async function start(
+  dir: string,
+  command: string[],
+  env: NodeJS.ProcessEnv,
+  cores: string,
+  ready: RegExp,
+  timeoutMs = 60_000,
+): Promise<Server> {
+  const log = join(dir, `child-${children.size}-${Date.now()}.log`);
+  const fd = openSync(log, 'w');
+  const child = spawn('taskset', ['-c', cores, process.execPath, ...command], {
+    env: { ...process.env, ...env },
+    stdio: ['ignore', fd, 'inherit'],
+  });
+  closeSync(fd);
+  children.add(child);
+  child.once('exit', () => children.delete(child));
+  let exited: number | null | undefined;
+  child.once('exit', (code) => (exited = code));
+  const deadline = Date.now() + timeoutMs;
+  let port: number | undefined;
+  while (port === undefined) {
+    await sleep(20);
+    const out = readFileSync(log, 'utf8');
+    const m = ready.exec(out);
+    if (m) port = Number(m[1]);
+    else if (exited !== undefined) throw new Error(`${command.join(' ')} exited with ${exited}: ${out}`);
+    else if (Date.now() > deadline) {
+      child.kill('SIGKILL');
+      throw new Error(`${command.join(' ')} was not ready within ${timeoutMs} ms: ${out}`);
+    }
+  }
+  return {
+    url: `http://127.0.0.1:${port}`,
+    port,
+    child,
+    readyAt: Date.now(),
+    stop: async () => {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      const exited = once(child, 'exit');
+      child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
+      await exited;
+      clearTimeout(timer);
+      rmSync(log, { force: true });
+    },
+  };
+}
+
+const SERVER_ENV = { PORT: '0', RATE_LIMIT: 'off', WEBHOOK_ALLOW_PRIVATE: '1' };
+const startService = (dir: string, env: NodeJS.ProcessEnv): Promise<Server> =>
+  start(dir, [BIN, 'serve'], { ...SERVER_ENV, ...env }, '0', /Server listening at http:\/\/127\.0\.0\.1:(\d+)/);
+
+const cli = (args: string[], env: NodeJS.ProcessEnv): string =>
+  execFileSync(process.execPath, [BIN, ...args], {
+    env: { ...process.env, WEBHOOK_ALLOW_PRIVATE: '1', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'], // its messages on stderr are in the error when it fails
+    encoding: 'utf8',
+    maxBuffer: 1 << 30,
+  });
+
+const mintToken = (env: NodeJS.ProcessEnv, subject: string, scopes: string): string =>
+  (JSON.parse(cli(['token', 'create', '--subject', subject, '--scopes', scopes, '--json'], env)) as { token: string })
+    .token;
+
+/**
+ * Many tokens at once, in this process through the service's own TokenService (what `token create`
+ * runs): the change feed needs one token per 5 streams, and a CLI process per token would take
+ * minutes.
+ */
+async function mintTokens(env: NodeJS.ProcessEnv, count: number, subject: string, scopes: string[]): Promise<string[]> {
+  const { parseDatabaseUrl } = await import('../src/config.js');
+  const { openStore } = await import('../src/store/open-store.js');
+  const { TokenService } = await import('../src/auth/token.service.js');
+  const store = await openStore(parseDatabaseUrl(env.DATABASE_URL!));
+  try {
+    await store.migrate();
+    const service = new TokenService(store);
+    const tokens: string[] = [];
+    for (let i = 0; i < count; i++) tokens.push((await service.create({ subject, scopes })).token);
+    return tokens;
+  } finally {
+    await store.close();
+  }
+}
+
+const addWebhook = (env: NodeJS.ProcessEnv, subject: string, url: string): string =>
+  (JSON.parse(cli(['webhooks', 'add', '--subject', subject, '--url', url, '--json'], env)) as { id: string }).id;
+const removeWebhook = (env: NodeJS.ProcessEnv, id: string): void => void cli(['webhooks', 'remove', id], env);
+
+interface ReceiverStats {
+  count: number;
+  unique: number;
+  first: number;
+  last: number;
+}
+async function receiverCall<T>(receiver: Server, path: string): Promise<T> {
+  return (await (await fetch(`${receiver.url}${path}`)).json()) as T;
+}
+const stats = (receiver: Server): Promise<ReceiverStats> => receiverCall<ReceiverStats>(receiver, '/__stats');
+const resetReceiver = (receiver: Server): Promise<unknown> => receiverCall(receiver, '/__reset');
+
+/** Waits until the receiver has `unique` plants, or the deadline passes; answers its stats then. */
+async function waitForDeliveries(receiver: Server, unique: number, timeoutMs: number): Promise<ReceiverStats> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const s = await stats(receiver);
+    if (s.unique >= unique || Date.now() > deadline) return s;
+    await sleep(25);
+  }
+}
+
+interface WrkResult {
+  readonly requests: number;
+  readonly rps: number;
+  readonly p50: number;
+  readonly p99: number;
+}
+
+/** wrk -t1 -c50 pinned to core 1, as bench.ts runs it; any error or non-2xx answer fails the run. */
+async function wrk(url: string, lua: string, seconds = DURATION): Promise<WrkResult> {
+  const { stdout: out } = await promisify(execFile)(
+    'taskset',
+    ['-c', '1', 'wrk', '-t1', '-c50', `-d${seconds}s`, '--latency', '-s', lua, url],
+    { encoding: 'utf8' },
+  );
+  const non2xx = /Non-2xx or 3xx responses: (\d+)/.exec(out);
+  const socket = /Socket errors: (.*)/.exec(out);
+  if (non2xx || socket) throw new Error(`errors during the run against ${url} (${lua}):\n${out}`);
+  const ms = (label: string): number => {
+    const m = new RegExp(`^\\s+${label}%\\s+([\\d.]+)(us|ms|s)`, 'm').exec(out);
+    if (!m) throw new Error(`no ${label}% latency in wrk output:\n${out}`);
+    return Number(m[1]) * { us: 0.001, ms: 1, s: 1000 }[m[2] as 'us' | 'ms' | 's'];
+  };
+  return {
+    requests: Number(/(\d+) requests in/.exec(out)![1]),
+    rps: Number(/Requests\/sec:\s+([\d.]+)/.exec(out)![1]),
+    p50: ms('50'),
+    p99: ms('99'),
+  };
+}
+
+/**
+ * Lua for wrk: POST /plants with ids `<prefix><n as 9 digits>`, built as text. Lua's numbers are
+ * doubles and print with 14 significant digits, so arithmetic on a large base would repeat ids.
+ */
+function postScript(dir: string, token: string, prefix: string): string {
+  const file = join(dir, `post-${prefix}.lua`);
+  writeFileSync(
+    file,
+    `wrk.headers["Authorization"] = "Bearer ${token}"\nwrk.headers["Content-Type"] = "application/json"\nlocal n = 0\n` +
+      `request = function()\n  n = n + 1\n  return wrk.format("POST", "/plants", nil, '{"id":${prefix}' .. string.format("%09d", n) .. ',"name":"bench plant"}')\nend\n`,
+  );
+  return file;
+}
+
+/** Ids of this run: 19 digits from 7…, distinct per run (the second of the run) and per use. */
+const runStamp = String(Math.floor(Date.now() / 1000) % 1_000_000).padStart(6, '0');
+let uses = 0;
+const nextPrefix = (): string => `7${runStamp}${String(++uses).padStart(3, '0')}`;
+
+/** Infinity is a delivery or event that never arrived (within the wait); it counts in the percentiles as such. */
+const fmt = (n: number, digits = 2): string =>
+  n === Infinity ? '∞ (not received)' : Number.isFinite(n) ? n.toFixed(digits) : '—';
+const int = (n: number): string => (Number.isFinite(n) ? Math.round(n).toLocaleString('en-US') : '—');
+
+export interface EventResults {
+  /** Rows of bench.ts's table: engine, scenario, then 7 cells. */
+  readonly rows: string[];
+  /** Load averages and other notes on each scenario, for below the table. */
+  readonly notes: string[];
+}
+
+/** The event side's scenarios on one engine; `env` has its DATABASE_URL. */
+export async function eventScenarios(engine: string, env: NodeJS.ProcessEnv): Promise<EventResults> {
+  const dir = mkdtempSync(join(tmpdir(), 'plant-store-bench-events-'));
+  const rows: string[] = [];
+  const notes: string[] = [];
+  const row = (scenario: string, cells: string[]): void => {
+    rows.push(`| ${[engine, scenario, ...cells].join(' | ')} |`);
+    console.error(rows.at(-1));
+  };
+  const note = (text: string): void => {
+    notes.push(`${engine}: ${text}`);
+    console.error(`  ${engine}: ${text}`);
+  };
+  const servers: Server[] = [];
+  const track = (server: Server): Server => (servers.push(server), server);
+  try {
+    cli(['migrate'], env);
+    const token = mintToken(env, 'bench', 'plants:read,plants:write');
+    const receiver = track(await start(dir, [RECEIVER], { PORT: '0' }, '1', /listening (\d+)/));
+    const hook = `${receiver.url}/hook`;
+
+    if (!SKIP.has('events-backlog')) await backlog();
+    if (!SKIP.has('events-ab') || !SKIP.has('events-latency')) {
+      const service = track(await startService(dir, env));
+      // Steady state is what is measured: a few seconds of creates first, unrecorded.
+      await wrk(service.url, postScript(dir, token, nextPrefix()), WARM_UP);
+      if (!SKIP.has('events-ab')) await webhookAb(service);
+      if (!SKIP.has('events-latency')) await latency(service);
+      await service.stop();
+    }
+    if (!SKIP.has('events-feed')) await feed();
+
+    /** 3. Deliveries/s from a backlog written by an import while no server ran. */
+    async function backlog(): Promise<void> {
+      await resetReceiver(receiver);
+      const id = addWebhook(env, 'bulk', hook);
+      const prefix = nextPrefix();
+      let text = '';
+      for (let i = 0; i < BACKLOG; i++)
+        text += `{"id":${prefix}${String(i).padStart(9, '0')},"owner":"bulk","name":"backlog plant ${i}"}\n`;
+      const file = join(dir, 'backlog.ndjson');
+      writeFileSync(file, text);
+      const imported = Date.now();
+      cli(['import', file], env);
+      note(
+        `backlog: imported ${BACKLOG} plants (events and deliveries) in ${((Date.now() - imported) / 1000).toFixed(1)} s`,
+      );
+      const load = loadAverage();
+      const service = track(await startService(dir, env));
+      const got = await waitForDeliveries(receiver, BACKLOG, Math.max(120_000, BACKLOG * 10));
+      await service.stop();
+      removeWebhook(env, id);
+      const seconds = (got.last - got.first) / 1000;
+      const rate = (got.unique - 1) / seconds;
+      const fromReady = got.unique / ((got.last - service.readyAt) / 1000);
+      row(`deliveries/s to one webhook, ${int(BACKLOG)} pending at start (target ≥ 3,000/s)`, [
+        `${int(rate)}/s`,
+        '—',
+        '—',
+        '—',
+        '—',
+        '—',
+        '—',
+      ]);
+      note(
+        `backlog: ${got.unique} of ${BACKLOG} delivered (${got.count - got.unique} repeats) in ${seconds.toFixed(1)} s ` +
+          `from the first arrival; ${int(fromReady)}/s counted from the server's ready line; load average before ${load}, after ${loadAverage()}`,
+      );
+    }
+
+    /** 1. POST /plants with one webhook against none, alternating, same server. */
+    async function webhookAb(service: Server): Promise<void> {
+      const results: { none: WrkResult[]; hook: WrkResult[] } = { none: [], hook: [] };
+      const loads: string[] = [];
+      for (let round = 0; round < ROUNDS; round++) {
+        results.none.push(await wrk(service.url, postScript(dir, token, nextPrefix())));
+        loads.push(loadAverage());
+        await resetReceiver(receiver);
+        const id = addWebhook(env, 'bench', hook);
+        const result = await wrk(service.url, postScript(dir, token, nextPrefix()));
+        const ended = Date.now();
+        loads.push(loadAverage());
+        results.hook.push(result);
+        const atEnd = await stats(receiver);
+        // The deliveries of the run are let through before the next run starts (wrk's count leaves
+        // out the requests still out when it stopped; they may have committed too), for at most
+        // DRAIN_MS: then the webhook is removed, and its pending deliveries with it.
+        const got = await waitForDeliveries(receiver, result.requests, DRAIN_MS);
+        await sleep(500);
+        const settled = await stats(receiver);
+        removeWebhook(env, id);
+        const caughtUp =
+          got.unique >= result.requests
+            ? `caught up ${(Math.max(0, got.last - ended) / 1000).toFixed(1)} s later`
+            : `still ${result.requests - got.unique} behind ${DRAIN_MS / 1000} s later (removed with the webhook)`;
+        note(
+          `POST with 1 webhook, round ${round + 1}: ${result.requests} created, ${atEnd.unique} delivered during the ` +
+            `${DURATION} s run (${int(atEnd.unique / DURATION)}/s), ${result.requests - atEnd.unique} behind when wrk stopped, ` +
+            `${caughtUp}; ${settled.unique} plants delivered, ${settled.count - settled.unique} repeats`,
+        );
+      }
+      const combine = (r: WrkResult[]): WrkResult => ({
+        requests: r.reduce((sum, x) => sum + x.requests, 0),
+        rps: median(r.map((x) => x.rps)),
+        p50: median(r.map((x) => x.p50)),
+        p99: median(r.map((x) => x.p99)),
+      });
+      const [hooked, none] = [combine(results.hook), combine(results.none)];
+      row('POST /plants, 1 webhook (bare columns: no webhook; target ratio ≥ 0.85)', [
+        int(hooked.rps),
+        fmt(hooked.p50),
+        fmt(hooked.p99),
+        int(none.rps),
+        fmt(none.p50),
+        fmt(none.p99),
+        fmt(hooked.rps / none.rps),
+      ]);
+      note(`POST with and without a webhook: load average after each run ${loads.join('; ')}`);
+    }
+
+    /** 2. Commit-to-receiver latency at a steady rate. */
+    async function latency(service: Server): Promise<void> {
+      await resetReceiver(receiver);
+      const id = addWebhook(env, 'bench', hook);
+      const prefix = nextPrefix();
+      const load = loadAverage();
+      const paced = await role<PaceResult>(
+        dir,
+        'pace',
+        { port: service.port, token, rate: RATE, seconds: RATE_SECONDS, prefix },
+        RATE_SECONDS * 1000 + 60_000,
+      );
+      const ok = paced.results.filter((r) => r[3] === 200);
+      if (ok.length !== paced.results.length)
+        throw new Error(`${paced.results.length - ok.length} paced creates were not answered 200`);
+      await waitForDeliveries(receiver, ok.length, DRAIN_MS);
+      const arrivals = new Map(await receiverCall<Array<[string, number]>>(receiver, '/__arrivals'));
+      removeWebhook(env, id);
+      const created = await createdAt(env, `${prefix}000000000`, `${prefix}999999999`);
+      const fromCommit: number[] = [];
+      const fromAnswer: number[] = [];
+      const postLatency: number[] = [];
+      let missing = 0;
+      for (const [plant, sent, answered] of ok) {
+        postLatency.push(answered - sent);
+        const at = arrivals.get(plant) ?? Infinity;
+        const stamp = created.get(plant);
+        if (stamp === undefined) throw new Error(`no plant.created event in the database for plant ${plant}`);
+        if (at === Infinity) missing += 1;
+        fromCommit.push(at - stamp);
+        fromAnswer.push(at - answered);
+      }
+      const rate = ok.length / ((ok.at(-1)![1] - ok[0]![1]) / 1000);
+      const at = `at ${int(RATE)} creates/s`;
+      row(`event created_at → receiver, ${at} (target p50 ≤ 20, p99 ≤ 200 ms)`, [
+        `${int(rate)}/s sent`,
+        fmt(percentile(fromCommit, 50)),
+        fmt(percentile(fromCommit, 99)),
+        '—',
+        '—',
+        '—',
+        '—',
+      ]);
+      row(`POST's 200 at the client → receiver, ${at}`, [
+        `${int(rate)}/s sent`,
+        fmt(percentile(fromAnswer, 50)),
+        fmt(percentile(fromAnswer, 99)),
+        '—',
+        '—',
+        '—',
+        '—',
+      ]);
+      row(`POST /plants latency, ${at} (1 webhook)`, [
+        `${int(rate)}/s sent`,
+        fmt(percentile(postLatency, 50)),
+        fmt(percentile(postLatency, 99)),
+        '—',
+        '—',
+        '—',
+        '—',
+      ]);
+      note(
+        `steady ${int(RATE)}/s for ${RATE_SECONDS} s: ${ok.length} creates, ${missing} not delivered within ${DRAIN_MS / 1000} s after; ` +
+          `created_at → receiver max ${fmt(Math.max(...fromCommit))} ms; the generator fell behind its schedule by at most ` +
+          `${fmt(paced.maxLagMs)} ms; load average before ${load}, after ${loadAverage()}`,
+      );
+    }
+
+    /** 4. The change feed: memory of many open streams, and the fan-out of an event to all of them. */
+    async function feed(): Promise<void> {
+      const tokens = await mintTokens(env, Math.ceil(STREAMS / STREAMS_PER_TOKEN), 'feed', [
+        'plants:read',
+        'plants:admin',
+      ]);
+      const service = track(await startService(dir, env));
+      // A few requests, as any server has answered before its streams open; then settle.
+      await wrk(service.url, postScript(dir, token, nextPrefix()), 1);
+      await sleep(2000);
+      const before = rss(service.child.pid!);
+      const load = loadAverage();
+      const prefix = nextPrefix();
+      let afterOpen = 0;
+      const fed = await role<FeedResult>(
+        dir,
+        'feed',
+        { port: service.port, tokens, streams: STREAMS, perToken: STREAMS_PER_TOKEN, events: FANOUT, token, prefix },
+        180_000,
+        async () => {
+          await sleep(1000);
+          afterOpen = rss(service.child.pid!);
+        },
+      );
+      const afterFanout = rss(service.child.pid!);
+      await service.stop();
+      const fromSend: number[] = [];
+      const fromAnswer: number[] = [];
+      let missing = 0;
+      for (const stream of fed.arrivals)
+        for (const [k, at] of stream.entries()) {
+          if (at < 0) missing += 1;
+          fromSend.push(at < 0 ? Infinity : at - fed.sent[k]!);
+          fromAnswer.push(at < 0 ? Infinity : at - fed.answered[k]!);
+        }
+      const perEvent = fed.sent.map((_, k) =>
+        fmt(
+          percentile(
+            fromSend.filter((_, i) => i % FANOUT === k),
+            99,
+          ),
+          1,
+        ),
+      );
+      row(`change feed: server RSS growth with ${int(STREAMS)} streams open (target ≤ 50 MB)`, [
+        `${fmt(afterOpen - before, 1)} MB`,
+        '—',
+        '—',
+        '—',
+        '—',
+        '—',
+        '—',
+      ]);
+      row(
+        `change feed: POST sent → event on each of ${int(STREAMS)} streams, ${FANOUT} events 1 s apart (target p99 ≤ 100 ms)`,
+        ['—', fmt(percentile(fromSend, 50)), fmt(percentile(fromSend, 99)), '—', '—', '—', '—'],
+      );
+      note(
+        `feed: RSS ${fmt(before, 1)} MB before, ${fmt(afterOpen, 1)} MB with ${STREAMS} streams open (${fed.opened} opened in ` +
+          `${fmt(fed.openMs / 1000, 1)} s), ${fmt(afterFanout, 1)} MB after the fan-out; POST's 200 → event p50 ` +
+          `${fmt(percentile(fromAnswer, 50))} p99 ${fmt(percentile(fromAnswer, 99))} ms; max ${fmt(Math.max(...fromSend))} ms; ` +
+          `${missing} of ${STREAMS * FANOUT} not received; p99 of each event ${perEvent.join(', ')} ms; POST latency ${fed.answered.map((a, k) => fmt(a - fed.sent[k]!, 1)).join(', ')} ms; ` +
+          `load average before ${load}, after ${loadAverage()}`,
+      );
+    }
+  } finally {
+    await Promise.allSettled(servers.map((s) => s.stop()));
+    rmSync(dir, { recursive: true, force: true });
+  }
+  return { rows, notes };
+}
+
+/** The events' created_at (ms) of the plants with ids from..to, by plant id, read from the database. */
+async function createdAt(env: NodeJS.ProcessEnv, from: string, to: string): Promise<Map<string, number>> {
+  const url = env.DATABASE_URL!;
+  const sql = "SELECT plant_id, created_at FROM events WHERE type = 'plant.created' AND plant_id BETWEEN";
+  if (url.startsWith('sqlite:')) {
+    const db = new Database(url.slice('sqlite:'.length).replace(/^\/\//, ''), { readonly: true, fileMustExist: true });
+    try {
+      const rows = db.prepare(`${sql} ? AND ?`).safeIntegers(true).all(BigInt(from), BigInt(to)) as Array<{
+        plant_id: bigint;
+        created_at: bigint;
+      }>;
+      return new Map(rows.map((r) => [String(r.plant_id), Number(r.created_at)]));
+    } finally {
+      db.close();
+    }
+  }
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    const { rows } = await client.query<{ plant_id: string; created_at: string }>(
+      `SELECT plant_id::text AS plant_id, created_at::text AS created_at FROM (${sql} $1 AND $2) AS e`,
+      [from, to],
+    );
+    return new Map(rows.map((r) => [r.plant_id, Number(r.created_at)]));
+  } finally {
+    await client.end();
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Load generators: this file run again as a child process pinned to core 1 (`events.ts pace` or
+// `events.ts feed`), with its arguments as JSON in BENCH_ROLE and its result as JSON in the file
+// BENCH_ROLE.out names.
+
+interface PaceArgs {
+  port: number;
+  token: string;
+  rate: number;
+  seconds: number;
+  prefix: string;
+}
+interface PaceResult {
+  /** [plant id, sent (Date.now()), answered (Date.now()), status] of each create. */
+  results: Array<[string, number, number, number]>;
+  /** How late the generator sent its most delayed request against its even schedule. */
+  maxLagMs: number;
+}
+
+interface FeedArgs {
+  port: number;
+  tokens: string[];
+  streams: number;
+  perToken: number;
+  events: number;
+  token: string;
+  prefix: string;
+}
+interface FeedResult {
+  opened: number;
+  openMs: number;
+  /** When each create was sent and answered (performance.now() of the feed process). */
+  sent: number[];
+  answered: number[];
+  /** Per stream, per event: when it arrived (performance.now()), or -1. */
+  arrivals: number[][];
+}
+
+/**
+ * Runs a load generator; `onOpen` runs when it prints "open" (the feed's streams are all open),
+ * and the generator goes on when it returns.
+ */
+async function role<T>(
+  dir: string,
+  name: string,
+  args: object,
+  timeoutMs: number,
+  onOpen?: () => Promise<void>,
+): Promise<T> {
+  const out = join(dir, `${name}-${Date.now()}.json`);
+  const child = spawn('taskset', ['-c', '1', process.execPath, ...process.execArgv, THIS, name], {
+    env: { ...process.env, BENCH_ROLE: JSON.stringify({ ...args, out }) },
+    stdio: ['pipe', 'pipe', 'inherit'],
+  });
+  children.add(child);
+  const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+  try {
+    const lines = createInterface({ input: child.stdout });
+    const exited = once(child, 'exit');
+    for await (const line of lines) {
+      if (line === 'open') {
+        await onOpen?.();
+        child.stdin.write('go\n');
+      }
+    }
+    const [code] = (await exited) as [number | null];
+    if (code !== 0) throw new Error(`the ${name} load generator exited with ${code}`);
+    return JSON.parse(readFileSync(out, 'utf8')) as T;
+  } finally {
+    clearTimeout(timer);
+    children.delete(child);
+  }
+}
+
+/** Sends `rate` creates a second, evenly, for `seconds`, whatever the answers' latency (open loop). */
+async function pace({ port, token, rate, seconds, prefix }: PaceArgs): Promise<PaceResult> {
+  const agent = new Agent({ keepAlive: true, maxSockets: 256 });
+  const total = rate * seconds;
+  const results: PaceResult['results'] = [];
+  let maxLagMs = 0;
+  await new Promise<void>((done, fail) => {
+    const start = performance.now();
+    let sent = 0;
+    const fire = (i: number): void => {
+      const id = `${prefix}${String(i).padStart(9, '0')}`;
+      const body = `{"id":${id},"name":"paced plant"}`;
+      const at = Date.now();
+      const req = httpRequest(
+        {
+          agent,
+          host: '127.0.0.1',
+          port,
+          path: '/plants',
+          method: 'POST',
+          headers: {
+            authorization: `Bearer ${token}`,
+            'content-type': 'application/json',
+            'content-length': Buffer.byteLength(body),
+          },
+        },
+        (res) => {
+          res.resume();
+          res.on('end', () => {
+            results.push([id, at, Date.now(), res.statusCode ?? 0]);
+            if (results.length === total) done();
+          });
+        },
+      );
+      req.on('error', fail);
+      req.end(body);
+    };
+    const tick = (): void => {
+      const elapsed = performance.now() - start;
+      const due = Math.min(total, Math.floor((elapsed * rate) / 1000) + 1);
+      if (due > sent + 1) maxLagMs = Math.max(maxLagMs, elapsed - (sent * 1000) / rate);
+      while (sent < due) fire(sent++);
+      if (sent < total) setTimeout(tick, 1);
+    };
+    tick();
+  });
+  agent.destroy();
+  results.sort((a, b) => a[1] - b[1]);
+  return { results, maxLagMs };
+}
+
+/** Opens the streams, says "open", waits for "go", then creates `events` plants 1 s apart. */
+async function feedRole(a: FeedArgs): Promise<FeedResult> {
+  const sockets: Socket[] = [];
+  const arrivals = Array.from({ length: a.streams }, () => new Array<number>(a.events).fill(-1));
+  const eventOf = new Map<string, number>();
+  for (let k = 0; k < a.events; k++) eventOf.set(`${a.prefix}${String(k).padStart(9, '0')}`, k);
+  let received = 0;
+
+  const open = (i: number): Promise<void> =>
+    new Promise((opened, fail) => {
+      const socket = connect(a.port, '127.0.0.1');
+      sockets.push(socket);
+      socket.setEncoding('utf8');
+      let buffer = '';
+      let connected = false;
+      socket.on('data', (chunk: string) => {
+        const at = performance.now();
+        buffer += chunk;
+        if (!connected) {
+          if (!buffer.includes(': connected')) {
+            if (buffer.includes('\r\n\r\n') && !buffer.startsWith('HTTP/1.1 200'))
+              fail(new Error(`stream ${i}: ${buffer.slice(0, 200)}`));
+            return;
+          }
+          connected = true;
+          opened();
+        }
+        const end = buffer.lastIndexOf('\n');
+        if (end < 0) return;
+        for (const m of buffer.slice(0, end).matchAll(/^data: \{"id":(\d+)/gm)) {
+          const k = eventOf.get(m[1]!);
+          if (k !== undefined && arrivals[i]![k]! < 0) {
+            arrivals[i]![k] = at;
+            received += 1;
+          }
+        }
+        buffer = buffer.slice(end + 1);
+      });
+      socket.on('error', fail);
+      socket.on('close', () => {
+        if (!connected) fail(new Error(`stream ${i} closed before it was connected: ${buffer.slice(0, 200)}`));
+      });
+      socket.write(
+        `GET /events HTTP/1.1\r\nHost: 127.0.0.1:${a.port}\r\nAuthorization: Bearer ${a.tokens[Math.floor(i / a.perToken)]}\r\n` +
+          'Accept: text/event-stream\r\n\r\n',
+      );
+    });
+
+  const started = performance.now();
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: 50 }, async () => {
+      while (next < a.streams) await open(next++);
+    }),
+  );
+  const openMs = performance.now() - started;
+  process.stdout.write('open\n');
+  await once(createInterface({ input: process.stdin }), 'line');
+
+  const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+  const sent: number[] = [];
+  const answered: number[] = [];
+  for (const [id, k] of eventOf) {
+    const body = `{"id":${id},"name":"feed plant"}`;
+    await new Promise<void>((done, fail) => {
+      sent[k] = performance.now();
+      const req = httpRequest(
+        {
+          agent,
+          host: '127.0.0.1',
+          port: a.port,
+          path: '/plants',
+          method: 'POST',
+          headers: {
+            authorization: `Bearer ${a.token}`,
+            'content-type': 'application/json',
+            'content-length': Buffer.byteLength(body),
+          },
+        },
+        (res) => {
+          answered[k] = performance.now();
+          res.resume();
+          if (res.statusCode !== 200) fail(new Error(`POST answered ${res.statusCode}`));
+          else res.on('end', done);
+        },
+      );
+      req.on('error', fail);
+      req.end(body);
+    });
+    await sleep(1000);
+  }
+  const deadline = Date.now() + 5000;
+  while (received < a.streams * a.events && Date.now() < deadline) await sleep(20);
+  agent.destroy();
+  for (const socket of sockets) socket.destroy();
+  return { opened: sockets.length, openMs, sent, answered, arrivals };
+}
+
+async function main(): Promise<void> {
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => process.exit(130));
+  const started = new Date();
+  const results: EventResults[] = [];
+  const dir = mkdtempSync(join(tmpdir(), 'plant-store-bench-events-db-'));
+  try {
+    if (!SKIP.has('sqlite'))
+      results.push(await eventScenarios('SQLite', { DATABASE_URL: `sqlite:${join(dir, 'events.db')}` }));
+    if (!SKIP.has('postgres')) {
+      let url = process.env.BENCH_DATABASE_URL;
+      const { startThrowawayPostgres } = await import('../test/support/postgres.js');
+      const throwaway = url ? undefined : await startThrowawayPostgres();
+      url ??= throwaway!.url;
+      try {
+        results.push(await eventScenarios('PostgreSQL', { DATABASE_URL: url }));
+      } finally {
+        await throwaway?.stop();
+      }
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+  console.log(
+    `\n${cpus().length} × ${cpus()[0]?.model}, ${Math.round(totalmem() / 2 ** 30)} GiB, node ${process.version}, ${started.toISOString()}`,
+  );
+  console.log(
+    `service pinned to core 0; wrk -t1 -c50 -d${DURATION}s, the load generators and the webhook receiver pinned to core 1; ${ROUNDS} alternating rounds, medians\n`,
+  );
+  console.log(
+    '| engine | scenario | service req/s | p50 ms | p99 ms | bare req/s | bare p50 | bare p99 | service/bare |',
+  );
+  console.log('|---|---|---|---|---|---|---|---|---|');
+  for (const r of results) for (const line of r.rows) console.log(line);
+  console.log('');
+  for (const r of results) for (const line of r.notes) console.log(`- ${line}`);
+}
+
+const role_ = process.argv[2];
+if (process.argv[1] !== undefined && resolve(process.argv[1]) === THIS) {
+  if (role_ === 'pace' || role_ === 'feed') {
+    const args = JSON.parse(process.env.BENCH_ROLE ?? '{}') as PaceArgs & FeedArgs & { out: string };
+    const result = role_ === 'pace' ? await pace(args) : await feedRole(args);
+    writeFileSync(args.out, JSON.stringify(result)); // a file: a pipe may not be drained before exit
+    process.exit(0);
+  } else await main();
+}
