@@ -7,6 +7,8 @@ import { WebSocket } from 'undici';
 export interface Memory {
   rssMb: number;
   heapUsedMb: number;
+  /** The V8 heap's pages, used or not. */
+  heapTotalMb: number;
 }
 
 /** The inspector's WebSocket address, as Node prints it on the server's stderr. */
@@ -54,8 +56,8 @@ export class Inspector {
       expression: 'JSON.stringify(process.memoryUsage())',
       returnByValue: true,
     })) as { result: { value: string } };
-    const usage = JSON.parse(result.result.value) as { rss: number; heapUsed: number };
-    return { rssMb: usage.rss / 2 ** 20, heapUsedMb: usage.heapUsed / 2 ** 20 };
+    const usage = JSON.parse(result.result.value) as { rss: number; heapUsed: number; heapTotal: number };
+    return { rssMb: usage.rss / 2 ** 20, heapUsedMb: usage.heapUsed / 2 ** 20, heapTotalMb: usage.heapTotal / 2 ** 20 };
   }
 
   close(): void {
