@@ -31,8 +31,10 @@ async function serveCommand(args: string[]): Promise<number> {
     const env = loadConfig({ ...process.env, ...fromFile });
     const config = values.workers === undefined ? env : { ...env, workers: parseWorkers(values.workers) };
     level = config.logLevel;
-    // Both return once serving, and throw only when the start fails.
-    if (config.workers > 1 && isPrimary()) await runPrimary(config, file);
+    // Both return once serving, and throw only when the start fails. Workers asked for (even one,
+    // by --workers or WORKERS) run under a primary, which is what reloads on SIGHUP.
+    const workersAsked = values.workers !== undefined || 'WORKERS' in fromFile || process.env.WORKERS !== undefined;
+    if (workersAsked && isPrimary()) await runPrimary(config, file);
     else await serve(config);
   } catch (error) {
     logStartupFailure(error, level); // the one JSON line naming the component that failed (issue 16)

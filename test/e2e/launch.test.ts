@@ -108,6 +108,38 @@ describe('SIGHUP', () => {
     }
   });
 
+  test('with --workers 1: a reload replaces the one worker and puts a changed setting live (CORS_ORIGINS)', async () => {
+    const settings = join(dir, 'settings-one.env');
+    writeFileSync(settings, 'LOG_LEVEL=info\n');
+    const server = await startServer({ DATABASE_URL: sqliteUrl(), RATE_LIMIT: 'off' }, undefined, [
+      '--workers',
+      '1',
+      '--settings-file',
+      settings,
+    ]);
+    const preflight = () =>
+      fetch(`${server.url}/plants`, {
+        method: 'OPTIONS',
+        headers: { origin: 'https://app.example', 'access-control-request-method': 'POST' },
+      });
+    try {
+      const before = await preflight();
+      assert.equal(before.status, 405); // CORS is off: OPTIONS is a method /plants does not have
+      assert.equal(before.headers.get('access-control-allow-origin'), null);
+
+      writeFileSync(settings, 'LOG_LEVEL=info\nCORS_ORIGINS=https://app.example\n');
+      server.child.kill('SIGHUP');
+      await waitFor(() => server.logs(), /"msg":"reload done"/);
+      assert.equal((server.logs().match(/reload: the old worker stopped/g) ?? []).length, 1);
+
+      const after = await preflight();
+      assert.equal(after.status, 204);
+      assert.equal(after.headers.get('access-control-allow-origin'), 'https://app.example');
+    } finally {
+      await server.stop();
+    }
+  });
+
   test('with --workers 2 under create/list load: three reloads, 0 failed requests, 0 lost writes; bad settings keep the workers', async () => {
     const settings = join(dir, 'settings.env');
     writeFileSync(settings, 'LOG_LEVEL=info\n');
