@@ -8,20 +8,21 @@
 // BENCH_SKIP=sqlite,postgres,api,compression,scale,workers,events (api: the five GET/POST/DELETE/mix rows;
 // compression: the 100-plant page with and without gzip, a poll answered 304, bytes on the wire).
 // The event side's scenarios (webhooks, the change feed) are bench/events.ts, run after each engine's own.
-import { type ChildProcess, execFile, execFileSync, spawn } from 'node:child_process';
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { cpus, totalmem, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 import { startThrowawayPostgres } from '../test/support/postgres.js';
 import { eventScenarios } from './events.js';
+import { type WrkResult as Result, wrk as wrkFor } from './wrk.js';
 
 const BIN = fileURLToPath(new URL('../bin/plant-store.js', import.meta.url));
 const BARE = fileURLToPath(new URL('./bare-server.mjs', import.meta.url));
 const DURATION = Number(process.env.BENCH_DURATION ?? 10);
+const wrk = (url: string, lua: string, seconds = DURATION): Promise<Result> => wrkFor(url, lua, seconds);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2);
 const WARM_UP = 3; // seconds of unrecorded load after a server starts
 const SKIP = new Set((process.env.BENCH_SKIP ?? '').split(',').filter(Boolean));
@@ -38,14 +39,6 @@ interface Server {
   readonly url: string;
   readonly child: ChildProcess;
   stop(): Promise<void>;
-}
-
-interface Result {
-  /** Requests sent, each one a fresh id for the create and delete scripts. */
-  readonly requests: number;
-  readonly rps: number;
-  readonly p50: number;
-  readonly p99: number;
 }
 
 function ensureWrk(): void {
@@ -130,28 +123,6 @@ function script(
   }[kind];
   writeFileSync(file, head + body);
   return file;
-}
-
-async function wrk(url: string, lua: string, seconds = DURATION): Promise<Result> {
-  const { stdout: out } = await promisify(execFile)(
-    'taskset',
-    ['-c', '1', 'wrk', '-t1', '-c50', `-d${seconds}s`, '--latency', '-s', lua, url],
-    { encoding: 'utf8' },
-  );
-  const non2xx = /Non-2xx or 3xx responses: (\d+)/.exec(out);
-  const socket = /Socket errors: (.*)/.exec(out);
-  if (non2xx || socket) throw new Error(`errors during the run against ${url} (${lua}):\n${out}`);
-  const ms = (label: string): number => {
-    const m = new RegExp(`^\\s+${label}%\\s+([\\d.]+)(us|ms|s)`, 'm').exec(out);
-    if (!m) throw new Error(`no ${label}% latency in wrk output:\n${out}`);
-    return Number(m[1]) * { us: 0.001, ms: 1, s: 1000 }[m[2] as 'us' | 'ms' | 's'];
-  };
-  return {
-    requests: Number(/(\d+) requests in/.exec(out)![1]),
-    rps: Number(/Requests\/sec:\s+([\d.]+)/.exec(out)![1]),
-    p50: ms('50'),
-    p99: ms('99'),
-  };
 }
 
 const median = (values: number[]): number => {

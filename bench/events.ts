@@ -37,7 +37,7 @@
 // BENCH_SKIP=sqlite,postgres and, to leave out one part, events-ab,events-latency,events-backlog,events-feed;
 // BENCH_EVENTS_RATE, BENCH_EVENTS_SECONDS, BENCH_EVENTS_BACKLOG, BENCH_EVENTS_STREAMS, BENCH_EVENTS_FANOUT.
 // Server settings: WEBHOOK_ALLOW_PRIVATE=1 (the receiver is on 127.0.0.1), RATE_LIMIT=off.
-import { type ChildProcess, execFile, execFileSync, spawn } from 'node:child_process';
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { Agent, request as httpRequest } from 'node:http';
@@ -46,14 +46,16 @@ import { cpus, tmpdir, totalmem } from 'node:os';
 import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 import Database from 'better-sqlite3';
 import pg from 'pg';
+import { type WrkResult, wrk as wrkFor } from './wrk.js';
 
 const THIS = fileURLToPath(import.meta.url);
 const BIN = fileURLToPath(new URL('../bin/plant-store.js', import.meta.url));
 const RECEIVER = fileURLToPath(new URL('./receiver.mjs', import.meta.url));
 const DURATION = Number(process.env.BENCH_DURATION ?? 10);
+/** wrk -t1 -c50 pinned to core 1, as bench.ts runs it (bench/wrk.ts). */
+const wrk = (url: string, lua: string, seconds = DURATION): Promise<WrkResult> => wrkFor(url, lua, seconds);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2);
 const RATE = Number(process.env.BENCH_EVENTS_RATE ?? 1000);
 const RATE_SECONDS = Number(process.env.BENCH_EVENTS_SECONDS ?? 10);
@@ -205,36 +207,6 @@ async function waitForDeliveries(receiver: Server, unique: number, timeoutMs: nu
     if (s.unique >= unique || Date.now() > deadline) return s;
     await sleep(25);
   }
-}
-
-interface WrkResult {
-  readonly requests: number;
-  readonly rps: number;
-  readonly p50: number;
-  readonly p99: number;
-}
-
-/** wrk -t1 -c50 pinned to core 1, as bench.ts runs it; any error or non-2xx answer fails the run. */
-async function wrk(url: string, lua: string, seconds = DURATION): Promise<WrkResult> {
-  const { stdout: out } = await promisify(execFile)(
-    'taskset',
-    ['-c', '1', 'wrk', '-t1', '-c50', `-d${seconds}s`, '--latency', '-s', lua, url],
-    { encoding: 'utf8' },
-  );
-  const non2xx = /Non-2xx or 3xx responses: (\d+)/.exec(out);
-  const socket = /Socket errors: (.*)/.exec(out);
-  if (non2xx || socket) throw new Error(`errors during the run against ${url} (${lua}):\n${out}`);
-  const ms = (label: string): number => {
-    const m = new RegExp(`^\\s+${label}%\\s+([\\d.]+)(us|ms|s)`, 'm').exec(out);
-    if (!m) throw new Error(`no ${label}% latency in wrk output:\n${out}`);
-    return Number(m[1]) * { us: 0.001, ms: 1, s: 1000 }[m[2] as 'us' | 'ms' | 's'];
-  };
-  return {
-    requests: Number(/(\d+) requests in/.exec(out)![1]),
-    rps: Number(/Requests\/sec:\s+([\d.]+)/.exec(out)![1]),
-    p50: ms('50'),
-    p99: ms('99'),
-  };
 }
 
 /**
