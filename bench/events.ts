@@ -249,6 +249,9 @@ export async function eventScenarios(engine: string, env: NodeJS.ProcessEnv): Pr
     rows.push(`| ${[engine, scenario, ...cells].join(' | ')} |`);
     console.error(rows.at(-1));
   };
+  /** A row of latencies in ms: its first cell, then p50 and p99 of `values`. */
+  const latencyRow = (scenario: string, first: string, values: number[]): void =>
+    row(scenario, [first, fmt(percentile(values, 50)), fmt(percentile(values, 99)), '—', '—', '—', '—']);
   const note = (text: string): void => {
     notes.push(`${engine}: ${text}`);
     console.error(`  ${engine}: ${text}`);
@@ -394,33 +397,13 @@ export async function eventScenarios(engine: string, env: NodeJS.ProcessEnv): Pr
       }
       const rate = ok.length / ((ok.at(-1)![1] - ok[0]![1]) / 1000);
       const at = `at ${int(RATE)} creates/s`;
-      row(`event created_at → receiver, ${at} (target p50 ≤ 20, p99 ≤ 200 ms)`, [
+      latencyRow(
+        `event created_at → receiver, ${at} (target p50 ≤ 20, p99 ≤ 200 ms)`,
         `${int(rate)}/s sent`,
-        fmt(percentile(fromCommit, 50)),
-        fmt(percentile(fromCommit, 99)),
-        '—',
-        '—',
-        '—',
-        '—',
-      ]);
-      row(`POST's 200 at the client → receiver, ${at}`, [
-        `${int(rate)}/s sent`,
-        fmt(percentile(fromAnswer, 50)),
-        fmt(percentile(fromAnswer, 99)),
-        '—',
-        '—',
-        '—',
-        '—',
-      ]);
-      row(`POST /plants latency, ${at} (1 webhook)`, [
-        `${int(rate)}/s sent`,
-        fmt(percentile(postLatency, 50)),
-        fmt(percentile(postLatency, 99)),
-        '—',
-        '—',
-        '—',
-        '—',
-      ]);
+        fromCommit,
+      );
+      latencyRow(`POST's 200 at the client → receiver, ${at}`, `${int(rate)}/s sent`, fromAnswer);
+      latencyRow(`POST /plants latency, ${at} (1 webhook)`, `${int(rate)}/s sent`, postLatency);
       note(
         `steady ${int(RATE)}/s for ${RATE_SECONDS} s: ${ok.length} creates, ${missing} not delivered within ${DRAIN_MS / 1000} s after; ` +
           `created_at → receiver max ${fmt(Math.max(...fromCommit))} ms; the generator fell behind its schedule by at most ` +
@@ -481,9 +464,10 @@ export async function eventScenarios(engine: string, env: NodeJS.ProcessEnv): Pr
         '—',
         '—',
       ]);
-      row(
+      latencyRow(
         `change feed: POST sent → event on each of ${int(STREAMS)} streams, ${FANOUT} events 1 s apart (target p99 ≤ 100 ms)`,
-        ['—', fmt(percentile(fromSend, 50)), fmt(percentile(fromSend, 99)), '—', '—', '—', '—'],
+        '—',
+        fromSend,
       );
       note(
         `feed: RSS ${fmt(before, 1)} MB before, ${fmt(afterOpen, 1)} MB with ${STREAMS} streams open (${fed.opened} opened in ` +
