@@ -79,3 +79,17 @@ export async function startServer(
     },
   };
 }
+
+/** The exit code, or a failure when the process is still running `ms` from now: a deadline, not a speed. */
+export async function exitWithin(server: ServerProcess, ms: number): Promise<number | null> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`the server did not exit within ${ms} ms of SIGTERM`)), ms);
+  });
+  try {
+    const [code] = (await Promise.race([once(server.child, 'exit'), late])) as [number | null];
+    return code;
+  } finally {
+    clearTimeout(timer);
+  }
+}

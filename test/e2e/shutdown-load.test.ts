@@ -6,7 +6,7 @@ import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
-import { type ServerProcess, runCli, startServer } from '../process.js';
+import { exitWithin, runCli, startServer } from '../process.js';
 import { scratchSchema, stopSharedPostgres } from '../support/postgres.js';
 
 // Issue 13, point 3: SIGTERM under keep-alive load. Every request that reaches the server after
@@ -110,20 +110,6 @@ async function createUntilRefused(port: number, token: string, tally: Tally): Pr
       }
     }),
   );
-}
-
-/** The exit code, or a failure when the process is still running `ms` from now: a deadline, not a speed. */
-async function exitWithin(server: ServerProcess, ms: number): Promise<number | null> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`the server did not exit within ${ms} ms of SIGTERM`)), ms);
-  });
-  try {
-    const [code] = (await Promise.race([once(server.child, 'exit'), late])) as [number | null];
-    return code;
-  } finally {
-    clearTimeout(timer);
-  }
 }
 
 /** A GET on a connection of its own, closed after the answer (a kept-alive one would hold the server's stop). */

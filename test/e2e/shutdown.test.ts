@@ -5,7 +5,7 @@ import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
-import { type ServerProcess, runCli, startServer } from '../process.js';
+import { exitWithin, runCli, startServer } from '../process.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'plant-store-shutdown-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
@@ -58,20 +58,6 @@ test('SIGTERM lets an in-flight request finish with 200, closes its connection, 
   assert.equal(code, 0);
   assert.match(server.logs(), /"msg":"stopped cleanly"/);
 });
-
-/** The exit code, or a failure when the process is still running `ms` from now: a deadline, not a speed. */
-async function exitWithin(server: ServerProcess, ms: number): Promise<number | null> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`the server did not exit within ${ms} ms of SIGTERM`)), ms);
-  });
-  try {
-    const [code] = (await Promise.race([once(server.child, 'exit'), late])) as [number | null];
-    return code;
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 /** A POST /plants on a connection of its own: headers and the body's first byte now, the rest on demand. */
 async function slowPost(port: number, token: string, requestId: string, body: string) {
