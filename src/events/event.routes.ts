@@ -3,7 +3,7 @@ import Type from 'typebox';
 import { HttpError } from '../errors.js';
 import { errorResponses } from '../http/responses.js';
 import { parseDecimalBigInt } from '../http/validation.js';
-import type { EventStore } from '../store/store.js';
+import { type EventStore, failureFields } from '../store/store.js';
 import { EventStream } from './event-stream.js';
 import { EventTail } from './event-tail.js';
 
@@ -89,7 +89,7 @@ export function eventRoutes(
 ): FastifyPluginAsyncTypebox {
   return async (app) => {
     const tail = new EventTail(store, options.heartbeatMs, (error) =>
-      app.log.warn({ err: error }, 'change feed: could not read the event log; trying again'),
+      app.log.warn(failureFields(error), 'change feed: could not read the event log; trying again'),
     );
     const open = new Map<string, number>();
     const streams = registry.streams;

@@ -1,5 +1,5 @@
 import type { FastifyBaseLogger } from 'fastify';
-import type { EventStore } from '../store/store.js';
+import { type EventStore, failureFields } from '../store/store.js';
 
 /** Rows one prune statement removes at most: short transactions that never hold writers up for long. */
 const BATCH = 1000;
@@ -44,7 +44,7 @@ export class EventPruner {
       }
       if (total > 0) this.log.info({ rows: total }, 'pruned events and delivery records past EVENT_RETENTION');
     } catch (error) {
-      this.log.warn({ err: error }, 'could not prune the event log; trying again in a minute');
+      this.log.warn(failureFields(error), 'could not prune the event log; trying again in a minute');
     }
   }
 

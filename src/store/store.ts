@@ -5,6 +5,14 @@ export class StoreUnavailableError extends Error {
   override name = 'StoreUnavailableError';
 }
 
+/**
+ * The log fields for a background read or write that failed (the dispatcher, the pruner, the change
+ * feed's poll): an unavailable database is expected in an outage, so only its reason, once and not
+ * doubled, as the error handler logs it; anything else with its stack.
+ */
+export const failureFields = (error: unknown): { reason: string } | { err: unknown } =>
+  error instanceof StoreUnavailableError ? { reason: error.message } : { err: error };
+
 export interface PlantRecord {
   readonly id: bigint;
   /** The subject of the token that created the plant. */

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { FastifyBaseLogger } from 'fastify';
 import type { EventSettings } from '../config.js';
-import type { AttemptOutcome, ClaimedDelivery, Store } from '../store/store.js';
+import { type AttemptOutcome, type ClaimedDelivery, failureFields, type Store } from '../store/store.js';
 import type { ApiPressure } from './api-pressure.js';
 import type { SecretBox } from './secret-box.js';
 import type { WebhookAttempt, WebhookSender } from './sender.js';
@@ -152,7 +152,7 @@ export class Dispatcher {
       const due = await this.store.nextDueInMs();
       if (due !== null) sleepMs = Math.min(sleepMs, Math.max(due, 5));
     } catch (error) {
-      this.log.warn({ err: error }, 'webhook dispatcher: could not read due deliveries; trying again');
+      this.log.warn(failureFields(error), 'webhook dispatcher: could not read due deliveries; trying again');
     }
     if (this.running) {
       this.timer = setTimeout(() => this.wake(), sleepMs);
@@ -233,7 +233,10 @@ export class Dispatcher {
       }
     } catch (error) {
       // The lease runs out and another attempt follows: at least once, never lost.
-      this.log.warn({ err: error, delivery: String(delivery.id) }, 'webhook dispatcher: could not record an attempt');
+      this.log.warn(
+        { ...failureFields(error), delivery: String(delivery.id) },
+        'webhook dispatcher: could not record an attempt',
+      );
     }
   }
 
