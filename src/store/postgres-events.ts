@@ -16,7 +16,37 @@ import type {
 const NOW = DB_NOW_MS;
 const OWNED = '($2::text IS NULL OR owner = $2)';
 
+/** The deliveries of the events in `ev`: one per active webhook that wants the type and may see the owner. */
+const MAKE_DELIVERIES = `INSERT INTO deliveries (webhook_id, event_id, type, status, attempts, next_attempt_at, created_at)
+    SELECT w.id, ev.id, ev.type, 'pending', 0, ev.created_at, ev.created_at FROM ev JOIN webhooks w
+      ON w.status = 'active' AND (w.owner = ev.owner OR w.all_plants)
+      AND position(' ' || ev.type || ' ' IN ' ' || w.events || ' ') > 0`;
+const ANY_ACTIVE = "EXISTS (SELECT 1 FROM webhooks WHERE status = 'active')";
+
 const SQL = {
+  // A dispatcher's look: the deliveries of up to $1 events after the cursor, the cursor moved past
+  // them, in one statement that holds the cursor's row. Event ids commit in id order (the advisory
+  // lock of postgres-statements.ts), so no event can still commit behind it. Another instance
+  // fanning out already holds the row: SKIP LOCKED leaves it the work instead of waiting. With no
+  // active webhook nothing is owed and nothing is written. Answers how many events it took.
+  fanOut: `WITH cur AS (SELECT fanned_through FROM delivery_cursor WHERE ${ANY_ACTIVE} FOR UPDATE SKIP LOCKED),
+    ev AS (SELECT e.id, e.type, e.owner, e.created_at FROM events e, cur WHERE e.id > cur.fanned_through
+      ORDER BY e.id LIMIT $1),
+    made AS (${MAKE_DELIVERIES}),
+    moved AS (UPDATE delivery_cursor SET fanned_through = greatest(fanned_through, (SELECT max(id) FROM ev))
+      WHERE EXISTS (SELECT 1 FROM ev))
+    SELECT count(*) AS n FROM ev`,
+  // Before the set of active webhooks changes (a webhook created or enabled, one about to be
+  // disabled) and before deliveries are listed: every event so far, waiting for the row if need be;
+  // with no active webhook the cursor just jumps to the newest event.
+  fanOutAll: `WITH cur AS (SELECT fanned_through FROM delivery_cursor FOR UPDATE),
+    ev AS (SELECT e.id, e.type, e.owner, e.created_at FROM events e, cur WHERE e.id > cur.fanned_through AND ${ANY_ACTIVE}),
+    made AS (${MAKE_DELIVERIES})
+    UPDATE delivery_cursor SET fanned_through = greatest(fanned_through, (SELECT coalesce(max(id), 0) FROM events))`,
+  // Whether an attempt that failed will disable its webhook by the 5-day rule ($2 ms), so the
+  // events still owed to it are fanned out first.
+  mayDisable: `SELECT 1 FROM deliveries d JOIN webhooks w ON w.id = d.webhook_id
+    WHERE d.id = $1 AND w.status = 'active' AND coalesce(w.failing_since, ${NOW}) <= ${NOW} - $2`,
   readAll: 'SELECT id, type, owner, payload, created_at FROM events WHERE id > $1 ORDER BY id LIMIT $2',
   readOwner:
     'SELECT id, type, owner, payload, created_at FROM events WHERE owner = $3 AND id > $1 ORDER BY id LIMIT $2',
@@ -24,7 +54,8 @@ const SQL = {
   lastId: 'SELECT coalesce(max(id), 0) AS id FROM events',
   // One statement: the oldest events past retention, the horizon raised to the newest of them.
   prune: `WITH gone AS (
-      DELETE FROM events WHERE id IN (SELECT id FROM events WHERE created_at < ${NOW} - $1 ORDER BY id LIMIT $2)
+      DELETE FROM events WHERE id IN (SELECT id FROM events WHERE created_at < ${NOW} - $1
+        AND (id <= (SELECT fanned_through FROM delivery_cursor) OR NOT ${ANY_ACTIVE}) ORDER BY id LIMIT $2)
       RETURNING id),
     raised AS (UPDATE event_horizon SET pruned_through = greatest(pruned_through, (SELECT max(id) FROM gone))
       WHERE EXISTS (SELECT 1 FROM gone)),
@@ -84,10 +115,14 @@ const SQL = {
     SELECT webhook_id FROM d`,
   release: 'UPDATE deliveries SET lease_until = NULL, lease_owner = NULL WHERE lease_owner = $1',
   // The earliest pending delivery of an active webhook that no one holds, read in index order.
-  nextDue: `SELECT greatest(0, d.next_attempt_at - ${NOW}) AS wait FROM deliveries d
-    JOIN webhooks w ON w.id = d.webhook_id
-    WHERE d.status = 'pending' AND w.status = 'active' AND (d.lease_until IS NULL OR d.lease_until < ${NOW})
-    ORDER BY d.next_attempt_at LIMIT 1`,
+  // 0 while events wait behind the cursor for an active webhook.
+  nextDue: `SELECT CASE
+      WHEN ${ANY_ACTIVE} AND (SELECT fanned_through FROM delivery_cursor) < (SELECT coalesce(max(id), 0) FROM events)
+        THEN 0
+      ELSE (SELECT greatest(0, d.next_attempt_at - ${NOW}) FROM deliveries d
+        JOIN webhooks w ON w.id = d.webhook_id
+        WHERE d.status = 'pending' AND w.status = 'active' AND (d.lease_until IS NULL OR d.lease_until < ${NOW})
+        ORDER BY d.next_attempt_at LIMIT 1) END AS wait`,
 } as const;
 
 interface Row {
@@ -171,6 +206,7 @@ export class PostgresEvents {
     const values = [w.id, w.owner, w.allPlants, w.url, w.events.join(' '), w.status, w.secret, max, w.createdAt];
     return inTransaction(this.pool, async (client) => {
       await client.query(SQL.lockOwner, [w.owner]);
+      await client.query(SQL.fanOutAll); // the events so far go to the webhooks of their time, not to this one
       return (await client.query(SQL.createWebhook, values)).rows.length === 1;
     });
   }
@@ -184,11 +220,13 @@ export class PostgresEvents {
   }
 
   async enableWebhook(id: string, owner: string | null): Promise<boolean> {
+    await this.query(SQL.fanOutAll, []); // the events of its disabled time are not owed to it
     return (await this.query(SQL.enableWebhook, [id, owner])).length === 1;
   }
 
   async listDeliveries(webhookId: string, owner: string | null, limit: number): Promise<DeliveryRecord[] | undefined> {
     if ((await this.query(SQL.findWebhook, [webhookId, owner])).length === 0) return undefined;
+    await this.query(SQL.fanOutAll, [], this.dispatch()); // none still owed
     return (await this.query(SQL.listDeliveries, [webhookId, limit])).map(toDelivery);
   }
 
@@ -202,7 +240,9 @@ export class PostgresEvents {
     limit: number,
     perWebhook: number,
     busy: ReadonlyMap<string, number>,
+    fanOut: number,
   ): Promise<ClaimedDelivery[]> {
+    await this.query(SQL.fanOut, [fanOut], this.dispatch());
     const rows = await this.query(
       SQL.claim,
       [holder, leaseMs, perWebhook, limit, JSON.stringify(Object.fromEntries(busy))],
@@ -219,6 +259,13 @@ export class PostgresEvents {
   }
 
   async recordAttempt(id: bigint, holder: string, o: AttemptOutcome): Promise<boolean> {
+    if (
+      !o.healthy &&
+      (o.disable !== null || (await this.query(SQL.mayDisable, [id, o.disableWhenFailingForMs])).length > 0)
+    ) {
+      // The events committed while it was active are owed to it: fanned out before it stops.
+      await this.query(SQL.fanOutAll, [], this.dispatch());
+    }
     const values = [
       id,
       holder,
@@ -238,8 +285,8 @@ export class PostgresEvents {
   }
 
   async nextDueInMs(): Promise<number | null> {
-    const row = (await this.query(SQL.nextDue, []))[0];
-    return row === undefined ? null : Number(row.wait);
+    const wait = (await this.query(SQL.nextDue, []))[0]!.wait;
+    return wait === null ? null : Number(wait);
   }
 }
 

@@ -18,6 +18,7 @@ import {
   StoreUnavailableError,
   type TokenRecord,
   type WebhookRecord,
+  FAN_OUT_BATCH,
   FIRST_ID,
   LAST_ID,
   samePlant,
@@ -485,8 +486,9 @@ export class PostgresStore implements Store {
     limit: number,
     perWebhook: number,
     busy: ReadonlyMap<string, number>,
+    fanOut = FAN_OUT_BATCH,
   ): Promise<ClaimedDelivery[]> {
-    return this.events.claim(holder, leaseMs, limit, perWebhook, busy);
+    return this.events.claim(holder, leaseMs, limit, perWebhook, busy, fanOut);
   }
 
   recordAttempt(id: bigint, holder: string, outcome: AttemptOutcome): Promise<boolean> {

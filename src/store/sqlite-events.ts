@@ -88,17 +88,27 @@ export function prepareEventStatements(db: Database.Database) {
   const q = (sql: string) => db.prepare(sql).safeIntegers(true);
   return {
     insertEvent: q('INSERT INTO events (type, owner, plant_id, payload, created_at) VALUES (?, ?, ?, ?, ?)'),
-    // One delivery per active webhook that wants this type and may see this owner's plants.
+    cursor: q('SELECT fanned_through FROM delivery_cursor').pluck(),
+    moveCursor: q('UPDATE delivery_cursor SET fanned_through = ?'),
+    anyActive: q("SELECT EXISTS (SELECT 1 FROM webhooks WHERE status = 'active')").pluck(),
+    // The newest of the next `limit` events after the cursor.
+    fanOutEnd: q('SELECT max(id) FROM (SELECT id FROM events WHERE id > ? ORDER BY id LIMIT ?)').pluck(),
+    // For each event of (from, through], one delivery per active webhook that wants its type and
+    // may see its owner's plants, due at the event's time (so a backlog drains oldest first).
     fanOut: q(`INSERT INTO deliveries (webhook_id, event_id, type, status, attempts, next_attempt_at, created_at)
-      SELECT id, ?, ?, 'pending', 0, ?, ? FROM webhooks
-      WHERE status = 'active' AND (owner = ? OR all_plants = 1) AND instr(' ' || events || ' ', ?) > 0`),
+      SELECT w.id, e.id, e.type, 'pending', 0, e.created_at, e.created_at FROM events e JOIN webhooks w
+        ON w.status = 'active' AND (w.owner = e.owner OR w.all_plants = 1)
+        AND instr(' ' || w.events || ' ', ' ' || e.type || ' ') > 0
+      WHERE e.id > ? AND e.id <= ? ORDER BY e.id, w.id`),
     readAll: q('SELECT id, type, owner, payload, created_at FROM events WHERE id > ? ORDER BY id LIMIT ?'),
     readOwner: q(
       'SELECT id, type, owner, payload, created_at FROM events WHERE owner = ? AND id > ? ORDER BY id LIMIT ?',
     ),
     horizon: q('SELECT pruned_through FROM event_horizon').pluck(),
     lastId: q("SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'events'), 0)").pluck(),
-    oldEvents: q('SELECT id FROM events WHERE created_at < ? ORDER BY id LIMIT ?').pluck(),
+    // Never past the cursor while a webhook is active: an event not yet fanned out keeps its row.
+    oldEvents: q(`SELECT id FROM events WHERE created_at < ? AND (id <= (SELECT fanned_through FROM delivery_cursor)
+      OR NOT EXISTS (SELECT 1 FROM webhooks WHERE status = 'active')) ORDER BY id LIMIT ?`).pluck(),
     pruneEvents: q('DELETE FROM events WHERE id <= ? AND created_at < ?'),
     raiseHorizon: q('UPDATE event_horizon SET pruned_through = max(pruned_through, ?)'),
     pruneDeliveries: q(
@@ -130,6 +140,7 @@ export function prepareEventStatements(db: Database.Database) {
       next_attempt_at = ?, lease_until = NULL, lease_owner = NULL WHERE id = ? AND lease_owner = ?`),
     webhookOf: q('SELECT webhook_id FROM deliveries WHERE id = ?').pluck(),
     healthy: q('UPDATE webhooks SET failing_since = NULL WHERE id = ? AND failing_since IS NOT NULL'),
+    failingSince: q("SELECT failing_since FROM webhooks WHERE id = ? AND status = 'active'").pluck(),
     failing: q('UPDATE webhooks SET failing_since = coalesce(failing_since, ?) WHERE id = ?'),
     disable: q("UPDATE webhooks SET status = 'disabled', disabled_reason = ? WHERE id = ? AND status = 'active'"),
     disableIfFailing: q(`UPDATE webhooks SET status = 'disabled', disabled_reason = ?
@@ -152,11 +163,34 @@ export class SqliteEvents {
     private readonly now: () => number = Date.now,
   ) {}
 
-  /** Inside the caller's transaction: the event, and a delivery for each webhook that wants it. */
+  /**
+   * Inside the caller's transaction: the event. Its deliveries are made later, behind the cursor
+   * (fanOut), so a create costs one row whatever the webhooks.
+   */
   record(type: EventType, owner: string, plantId: bigint, payload: string): void {
-    const now = this.now();
-    const eventId = this.sql.insertEvent.run(type, owner, plantId, payload, now).lastInsertRowid;
-    this.sql.fanOut.run(eventId, type, now, now, owner, ` ${type} `);
+    this.sql.insertEvent.run(type, owner, plantId, payload, this.now());
+  }
+
+  /**
+   * Inside the caller's write transaction: makes the deliveries of up to `limit` events after the
+   * cursor (all of them for Infinity), with the webhooks active now, and moves the cursor past
+   * them. Answers whether events are left behind the cursor. With no active webhook nothing is
+   * owed: `idle` 'jump' moves the cursor to the newest event (before a webhook's set changes),
+   * 'skip' leaves it, without writing (the dispatcher's looks).
+   */
+  fanOut(limit: number, idle: 'jump' | 'skip'): boolean {
+    const from = this.sql.cursor.get() as bigint;
+    const newest = this.lastEventId();
+    if (newest <= from) return false;
+    if (this.sql.anyActive.get() === 0n) {
+      if (idle === 'jump') this.sql.moveCursor.run(newest);
+      return false;
+    }
+    const through = limit === Infinity ? newest : (this.sql.fanOutEnd.get(from, limit) as bigint | null);
+    if (through === null) return false;
+    this.sql.fanOut.run(from, through);
+    this.sql.moveCursor.run(through);
+    return through < newest;
   }
 
   readEvents(after: bigint, owner: string | null, limit: number): EventRecord[] {
@@ -194,6 +228,7 @@ export class SqliteEvents {
 
   createWebhook(w: WebhookRecord, max: number): boolean {
     if ((this.sql.countWebhooks.get(w.owner) as bigint) >= BigInt(max)) return false;
+    this.fanOut(Infinity, 'jump'); // the events so far go to the webhooks of their time, not to this one
     this.sql.insertWebhook.run(
       w.id,
       w.owner,
@@ -218,11 +253,14 @@ export class SqliteEvents {
   }
 
   enableWebhook(id: string, owner: string | null): boolean {
+    this.fanOut(Infinity, 'jump'); // the events of its disabled time are not owed to it
     return this.sql.enableWebhook.run(id, owner, owner).changes === 1;
   }
 
+  /** In a write transaction: the deliveries of every event so far are listed, none still owed. */
   listDeliveries(webhookId: string, owner: string | null, limit: number): DeliveryRecord[] | undefined {
     if (this.sql.findWebhook.get(webhookId, owner, owner) === undefined) return undefined;
+    this.fanOut(Infinity, 'skip');
     return (this.sql.listDeliveries.all(webhookId, limit) as DeliveryRow[]).map(toDelivery);
   }
 
@@ -237,7 +275,9 @@ export class SqliteEvents {
     limit: number,
     perWebhook: number,
     busy: ReadonlyMap<string, number>,
+    fanOut: number,
   ): ClaimedDelivery[] {
+    this.fanOut(fanOut, 'skip');
     const now = this.now();
     const claimed: ClaimedDelivery[] = [];
     for (const webhookId of this.sql.activeWebhooks.all() as string[]) {
@@ -268,7 +308,13 @@ export class SqliteEvents {
     if (o.healthy) this.sql.healthy.run(webhookId);
     else {
       this.sql.failing.run(now, webhookId);
-      this.sql.disableIfFailing.run('every attempt failed for 5 days', webhookId, now - o.disableWhenFailingForMs);
+      const failingSince = this.sql.failingSince.get(webhookId) as bigint | null;
+      const cutoff = now - o.disableWhenFailingForMs;
+      if (o.disable !== null || (failingSince !== null && failingSince <= cutoff)) {
+        // The events committed while it was active are owed to it: fanned out before it stops.
+        this.fanOut(Infinity, 'skip');
+        this.sql.disableIfFailing.run('every attempt failed for 5 days', webhookId, cutoff);
+      }
     }
     if (o.disable !== null) this.sql.disable.run(o.disable, webhookId);
     return true;
@@ -278,7 +324,9 @@ export class SqliteEvents {
     this.sql.release.run(holder);
   }
 
+  /** 0 while events wait behind the cursor for an active webhook: fanning them out is due now. */
   nextDueInMs(): number | null {
+    if ((this.sql.cursor.get() as bigint) < this.lastEventId() && this.sql.anyActive.get() === 1n) return 0;
     const now = this.now();
     const at = this.sql.nextDue.get(now) as bigint | null;
     return at === null ? null : Math.max(0, Number(at) - now);

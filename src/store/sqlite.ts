@@ -22,6 +22,7 @@ import {
   StoreUnavailableError,
   type WebhookRecord,
   type TokenRecord,
+  FAN_OUT_BATCH,
   FIRST_ID,
   samePlant,
 } from './store.js';
@@ -371,7 +372,8 @@ export class SqliteStore implements Store {
   }
 
   listDeliveries(webhookId: string, owner: string | null, limit: number): Promise<DeliveryRecord[] | undefined> {
-    return Promise.resolve(unavailableWhenBusy(() => this.events.listDeliveries(webhookId, owner, limit)));
+    // A write (the dispatcher's kind, not fsynced): the events still behind the cursor are fanned out first.
+    return this.leases.run(() => this.events.listDeliveries(webhookId, owner, limit));
   }
 
   retryDelivery(webhookId: string, deliveryId: bigint, owner: string | null): Promise<boolean> {
@@ -384,8 +386,9 @@ export class SqliteStore implements Store {
     limit: number,
     perWebhook: number,
     busy: ReadonlyMap<string, number>,
+    fanOut = FAN_OUT_BATCH,
   ): Promise<ClaimedDelivery[]> {
-    return this.leases.run(() => this.events.claim(holder, leaseMs, limit, perWebhook, busy));
+    return this.leases.run(() => this.events.claim(holder, leaseMs, limit, perWebhook, busy, fanOut));
   }
 
   recordAttempt(id: bigint, holder: string, outcome: AttemptOutcome): Promise<boolean> {

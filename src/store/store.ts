@@ -94,6 +94,12 @@ export interface TokenStore {
 // Events (interface 1.1.0): written in the same transaction as the change they record.
 
 export type EventType = 'plant.created' | 'plant.deleted';
+/**
+ * How many events a dispatcher's look fans out at most (claimDeliveries): a bounded write, and a
+ * backlog of events is worked through in turns that leave room for the API.
+ */
+export const FAN_OUT_BATCH = 1000;
+
 export const EVENT_TYPES: readonly EventType[] = ['plant.created', 'plant.deleted'];
 
 export interface EventRecord {
@@ -195,8 +201,10 @@ export interface WebhookStore {
   /** Pending again and due now (same webhook-id); false when there is no such delivery. */
   retryDelivery(webhookId: string, deliveryId: bigint, owner: string | null): Promise<boolean>;
   /**
-   * Leases up to `limit` due deliveries of active webhooks for `leaseMs` (store clock), skipping
-   * any another dispatcher holds; at most `perWebhook` of one webhook, minus those `busy` counts.
+   * First makes the deliveries of up to `fanOut` events not yet fanned out (default
+   * FAN_OUT_BATCH; a create writes only its event, see docs/events.md); then leases up to `limit`
+   * due deliveries of active webhooks for `leaseMs` (store clock), skipping any another dispatcher
+   * holds; at most `perWebhook` of one webhook, minus those `busy` counts.
    */
   claimDeliveries(
     holder: string,
@@ -204,14 +212,16 @@ export interface WebhookStore {
     limit: number,
     perWebhook: number,
     busy: ReadonlyMap<string, number>,
+    fanOut?: number,
   ): Promise<ClaimedDelivery[]>;
   /** Records an attempt; false when the lease was lost (another dispatcher took over). */
   recordAttempt(id: bigint, holder: string, outcome: AttemptOutcome): Promise<boolean>;
   /** Gives back the leases `holder` still has (a draining dispatcher): due again at once. */
   releaseLeases(holder: string): Promise<void>;
   /**
-   * Milliseconds until the next pending delivery that no dispatcher holds is due (0: now), or null
-   * when there is none (a dispatcher still looks every second, for leases that run out).
+   * Milliseconds until the next pending delivery that no dispatcher holds is due (0: now, or events
+   * wait to be fanned out to an active webhook), or null when there is none (a dispatcher still
+   * looks every second, for leases that run out).
    */
   nextDueInMs(): Promise<number | null>;
 }

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { FastifyBaseLogger } from 'fastify';
 import type { EventSettings } from '../config.js';
-import { type AttemptOutcome, type ClaimedDelivery, failureFields, type Store } from '../store/store.js';
+import { type AttemptOutcome, type ClaimedDelivery, FAN_OUT_BATCH, failureFields, type Store } from '../store/store.js';
 import type { ApiPressure } from './api-pressure.js';
 import type { SecretBox } from './secret-box.js';
 import type { WebhookAttempt, WebhookSender } from './sender.js';
@@ -136,6 +136,7 @@ export class Dispatcher {
   private async look(): Promise<void> {
     let sleepMs = MAX_IDLE_MS;
     try {
+      const saturated = this.pressure?.saturated === true;
       const capacity = this.capacity;
       while (this.running && this.total < capacity) {
         const room = Math.min(CLAIM_BATCH, capacity - this.total);
@@ -145,6 +146,9 @@ export class Dispatcher {
           room,
           this.settings.maxInFlightPerWebhook,
           this.inFlight,
+          // Under pressure only as many events are fanned out as can be sent: a burst of creates
+          // is not slowed by its webhooks, and the rest is fanned out once it ends.
+          saturated ? room : FAN_OUT_BATCH,
         );
         for (const delivery of claimed) this.send(delivery);
         if (claimed.length < room) break;

@@ -82,4 +82,15 @@ export const postgresMigrations: readonly Migration[] = [
       INSERT INTO event_horizon VALUES (1, 0);
     `,
   },
+  {
+    version: 3,
+    name: 'delivery cursor',
+    sql: `
+      -- Deliveries are made from the event log behind a cursor (store/postgres-events.ts, fanOut),
+      -- not by each create: every event through fanned_through has its deliveries. Version 2 made
+      -- them in the create's transaction, so every event committed so far has them already.
+      CREATE TABLE delivery_cursor (one INTEGER PRIMARY KEY CHECK (one = 1), fanned_through BIGINT NOT NULL);
+      INSERT INTO delivery_cursor SELECT 1, greatest(coalesce(max(id), 0), (SELECT pruned_through FROM event_horizon)) FROM events;
+    `,
+  },
 ];

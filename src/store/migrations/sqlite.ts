@@ -82,4 +82,15 @@ export const sqliteMigrations: readonly Migration[] = [
       INSERT INTO event_horizon VALUES (1, 0);
     `,
   },
+  {
+    version: 3,
+    name: 'delivery cursor',
+    sql: `
+      -- Deliveries are made from the event log behind a cursor (store/sqlite-events.ts, fanOut),
+      -- not by each create: every event through fanned_through has its deliveries. Version 2 made
+      -- them in the create's transaction, so every event written so far has them already.
+      CREATE TABLE delivery_cursor (one INTEGER PRIMARY KEY CHECK (one = 1), fanned_through INTEGER NOT NULL) STRICT;
+      INSERT INTO delivery_cursor VALUES (1, coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'events'), 0));
+    `,
+  },
 ];
