@@ -26,12 +26,13 @@ const ANY_ACTIVE = "EXISTS (SELECT 1 FROM webhooks WHERE status = 'active')";
 const SQL = {
   // A dispatcher's look: the deliveries of up to $1 events after the cursor, the cursor moved past
   // them, in one statement that holds the cursor's row. Event ids commit in id order (the advisory
-  // lock of postgres-statements.ts), so no event can still commit behind it. Another instance
+  // lock of postgres-statements.ts), so no event can still commit behind it. (A scalar subquery, so
+  // the events are an index range from the cursor, never a scan from the first.) Another instance
   // fanning out already holds the row: SKIP LOCKED leaves it the work instead of waiting. With no
   // active webhook nothing is owed and nothing is written. Answers how many events it took.
   fanOut: `WITH cur AS (SELECT fanned_through FROM delivery_cursor WHERE ${ANY_ACTIVE} FOR UPDATE SKIP LOCKED),
-    ev AS (SELECT e.id, e.type, e.owner, e.created_at FROM events e, cur WHERE e.id > cur.fanned_through
-      ORDER BY e.id LIMIT $1),
+    ev AS (SELECT id, type, owner, created_at FROM events WHERE id > (SELECT fanned_through FROM cur)
+      ORDER BY id LIMIT $1),
     made AS (${MAKE_DELIVERIES}),
     moved AS (UPDATE delivery_cursor SET fanned_through = greatest(fanned_through, (SELECT max(id) FROM ev))
       WHERE EXISTS (SELECT 1 FROM ev))
@@ -40,9 +41,12 @@ const SQL = {
   // disabled) and before deliveries are listed: every event so far, waiting for the row if need be;
   // with no active webhook the cursor just jumps to the newest event.
   fanOutAll: `WITH cur AS (SELECT fanned_through FROM delivery_cursor FOR UPDATE),
-    ev AS (SELECT e.id, e.type, e.owner, e.created_at FROM events e, cur WHERE e.id > cur.fanned_through AND ${ANY_ACTIVE}),
-    made AS (${MAKE_DELIVERIES})
-    UPDATE delivery_cursor SET fanned_through = greatest(fanned_through, (SELECT coalesce(max(id), 0) FROM events))`,
+    ev AS (SELECT id, type, owner, created_at FROM events WHERE id > (SELECT fanned_through FROM cur) AND ${ANY_ACTIVE}),
+    made AS (${MAKE_DELIVERIES} RETURNING 1)
+    UPDATE delivery_cursor SET fanned_through = greatest(fanned_through, (SELECT coalesce(max(id), 0) FROM events))
+    -- Read first, so the row is locked and the deliveries made before it changes (a CTE no one
+    -- reads would run after this UPDATE, and find its row already changed by this statement).
+    WHERE EXISTS (SELECT 1 FROM cur) AND (SELECT count(*) FROM made) >= 0`,
   // Whether an attempt that failed will disable its webhook by the 5-day rule ($2 ms), so the
   // events still owed to it are fanned out first.
   mayDisable: `SELECT 1 FROM deliveries d JOIN webhooks w ON w.id = d.webhook_id

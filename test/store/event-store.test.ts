@@ -341,6 +341,93 @@ for (const engine of engines) {
       assert.equal(await store.listDeliveries('wh-a', 'bob', 10), undefined);
       assert.equal(await store.listDeliveries('missing', null, 10), undefined);
     });
+
+    // A create writes only its event; the deliveries are made behind the delivery cursor
+    // (docs/events.md), with the webhooks of the event's time: these pin that equivalence.
+    const cursorOf = async (h: Harness): Promise<bigint> =>
+      BigInt((await h.sql('SELECT fanned_through FROM delivery_cursor'))[0]!.fanned_through as string);
+
+    withStore('a create writes no delivery row; a look fans its event out and moves the cursor', async (h) => {
+      const { store } = h;
+      await store.createWebhook(webhook('wh-1', 'alice'), 20);
+      const before = await cursorOf(h);
+      await store.createPlant(plant(1n, 'alice'));
+      await store.createPlant(plant(2n, 'alice'));
+      assert.deepEqual(await h.sql('SELECT id FROM deliveries'), [], 'nothing in the create’s transaction');
+      assert.equal(await cursorOf(h), before);
+      // A look under pressure fans out only as many events as it asks for.
+      const [first] = await store.claimDeliveries('h', 60_000, 1, 10, new Map(), 1);
+      const events = await allEvents(store);
+      assert.equal(first!.eventId, events[0]!.id);
+      assert.equal(await cursorOf(h), events[0]!.id);
+      assert.equal(await store.nextDueInMs(), 0, 'the second event still waits behind the cursor');
+      const [second] = await claim(store, 'h');
+      assert.equal(second!.eventId, events[1]!.id);
+      assert.equal(await cursorOf(h), events[1]!.id);
+      assert.equal(await store.nextDueInMs(), null);
+    });
+
+    withStore('a webhook created after an event is not sent it, even before that event is fanned out', async (h) => {
+      const { store } = h;
+      await store.createWebhook(webhook('wh-old', 'alice'), 20);
+      await store.createPlant(plant(1n, 'alice'));
+      await store.createWebhook(webhook('wh-new', 'alice'), 20);
+      await store.createPlant(plant(2n, 'alice'));
+      const [one, two] = (await allEvents(store)).map((e) => e.id);
+      assert.deepEqual((await deliveriesOf(store, 'wh-old')).map((d) => d.eventId), [two, one]);
+      assert.deepEqual((await deliveriesOf(store, 'wh-new')).map((d) => d.eventId), [two]);
+    });
+
+    withStore('a webhook disabled by a 410 keeps what was committed before; enabled, not what came while disabled', async (h) => {
+      const { store } = h;
+      await store.createWebhook(webhook('wh-1', 'alice'), 20);
+      await store.createPlant(plant(1n, 'alice'));
+      const [d1] = await claim(store, 'h');
+      await store.createPlant(plant(2n, 'alice')); // committed while active, not yet fanned out
+      await store.recordAttempt(d1!.id, 'h', { ...failed, disable: 'the receiver answered 410 Gone' });
+      assert.equal(await statusOf(store, 'wh-1'), 'disabled');
+      await store.createPlant(plant(3n, 'alice')); // while disabled
+      assert.deepEqual(await claim(store, 'h'), [], 'a disabled webhook’s deliveries are not claimed');
+      assert.equal(await store.enableWebhook('wh-1', 'alice'), true);
+      await store.createPlant(plant(4n, 'alice'));
+      const [e1, e2, , e4] = (await allEvents(store)).map((e) => e.id);
+      assert.deepEqual(
+        (await deliveriesOf(store, 'wh-1')).map((d) => [d.eventId, d.status]),
+        [
+          [e4, 'pending'],
+          [e2, 'pending'],
+          [e1, 'failed'],
+        ],
+      );
+    });
+
+    withStore('a webhook disabled after 5 days of failures still gets the events of its active time', async (h) => {
+      const { store } = h;
+      await store.createWebhook(webhook('wh-1', 'alice'), 20);
+      await store.createPlant(plant(1n, 'alice'));
+      const [d1] = await claim(store, 'h');
+      await store.createPlant(plant(2n, 'alice'));
+      // disableWhenFailingForMs 0: this failure completes the streak.
+      await store.recordAttempt(d1!.id, 'h', retryIn(60_000, 0));
+      assert.equal(await statusOf(store, 'wh-1'), 'disabled');
+      await store.createPlant(plant(3n, 'alice'));
+      await store.enableWebhook('wh-1', 'alice');
+      const [e1, e2] = (await allEvents(store)).map((e) => e.id);
+      assert.deepEqual((await deliveriesOf(store, 'wh-1')).map((d) => d.eventId), [e2, e1]);
+    });
+
+    withStore('with no active webhook the cursor is not written by looks, and jumps when one is created', async (h) => {
+      const { store } = h;
+      await store.createPlant(plant(1n, 'alice'));
+      const before = await cursorOf(h);
+      assert.deepEqual(await claim(store, 'h'), []);
+      assert.equal(await cursorOf(h), before, 'a look with no active webhook writes nothing');
+      assert.equal(await store.nextDueInMs(), null);
+      await store.createWebhook(webhook('wh-1', 'alice'), 20);
+      const [e1] = (await allEvents(store)).map((e) => e.id);
+      assert.equal(await cursorOf(h), e1, 'the events before it are not owed to it');
+      assert.deepEqual(await deliveriesOf(store, 'wh-1'), []);
+    });
   });
 
   describe(`${engine.name}: webhooks`, () => {
@@ -671,6 +758,9 @@ for (const engine of engines) {
         disable: 'the receiver answered 410 Gone',
       });
       await store.createPlant(plant(3n, 'alice'));
+      // An event not yet fanned out is work due now while a webhook is active, whoever it is owed to.
+      assert.equal(await store.nextDueInMs(), 0, 'an event behind the delivery cursor');
+      assert.deepEqual(await claim(store, 'h'), [], 'bob’s webhook does not see alice’s plant');
       assert.equal(await store.nextDueInMs(), null, 'only pending ones of a disabled webhook');
     });
 
@@ -722,6 +812,23 @@ for (const engine of engines) {
         claimed.map((d) => d.payload),
         ['', '', '', '{"id":6,"name":"plant 6"}', '{"id":7,"name":"plant 7"}'],
       );
+    });
+
+    withStore('pruneEvents keeps an old event not yet fanned out while a webhook is active', async (h) => {
+      const { store } = h;
+      await store.createWebhook(webhook('wh-1', 'alice'), 20);
+      await store.createPlant(plant(1n, 'alice'));
+      await store.createPlant(plant(2n, 'bob'));
+      await h.sql(`UPDATE events SET created_at = created_at - ${10 * DAY}`);
+      assert.equal(await store.pruneEvents(7 * DAY, 10), 0, 'both are behind the cursor');
+      const [d] = await claim(store, 'h');
+      assert.equal(d!.payload, '{"id":1,"name":"plant 1"}');
+      assert.equal(await store.pruneEvents(7 * DAY, 10), 2, 'fanned out, both may go');
+      // With no active webhook nothing is owed, and old events go whatever the cursor.
+      await store.deleteWebhook('wh-1', 'alice');
+      await store.createPlant(plant(3n, 'alice'));
+      await h.sql(`UPDATE events SET created_at = created_at - ${10 * DAY}`);
+      assert.equal(await store.pruneEvents(7 * DAY, 10), 1);
     });
   });
 }

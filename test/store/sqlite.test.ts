@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import Database from 'better-sqlite3';
+import { sqliteMigrations } from '../../src/store/migrations/sqlite.js';
 import { openSqlite } from '../../src/store/sqlite.js';
 import { storeContract } from './store-contract.js';
 
@@ -27,7 +28,7 @@ test('a SQLite file is opened in WAL mode with synchronous=FULL, its folder crea
         .prepare('SELECT version FROM schema_migrations')
         .all()
         .map((r) => (r as { version: number }).version),
-      [1, 2],
+      [1, 2, 3],
     );
   } finally {
     db.close();
@@ -47,4 +48,31 @@ test('two stores on one file see each other: what one commits the other reads', 
   await a.createPlant({ id: 1n, owner: 'alice', name: 'fern', tag: null });
   const seen = await b.createPlant({ id: 1n, owner: 'bob', name: 'rose', tag: null });
   assert.equal(seen.created, false);
+});
+
+test('migration 3 starts the delivery cursor at the newest event: what version 2 fanned out is not fanned out again', async (t) => {
+  const path = join(dir, 'upgrade.db');
+  const db = new Database(path);
+  // A version-2 database: one event whose delivery version 2 wrote with the create.
+  db.exec('CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL) STRICT');
+  for (const m of sqliteMigrations.filter((m) => m.version <= 2)) {
+    db.exec(m.sql);
+    db.prepare('INSERT INTO schema_migrations VALUES (?, ?, ?)').run(m.version, m.name, Date.now());
+  }
+  db.exec(`INSERT INTO webhooks (id, owner, all_plants, url, events, status, secret, created_at)
+      VALUES ('wh-1', 'alice', 0, 'https://hooks.example/1', 'plant.created plant.deleted', 'active', 's', 1);
+    INSERT INTO events (type, owner, plant_id, payload, created_at) VALUES ('plant.created', 'alice', 1, '{"id":1,"name":"a"}', 2);
+    INSERT INTO deliveries (webhook_id, event_id, type, status, attempts, next_attempt_at, created_at)
+      VALUES ('wh-1', 1, 'plant.created', 'pending', 0, 2, 2);`);
+  db.close();
+  const store = openSqlite(path);
+  t.after(() => store.close());
+  assert.deepEqual(await store.migrate(), [3]);
+  await store.createPlant({ id: 2n, owner: 'alice', name: 'b', tag: null });
+  const deliveries = await store.listDeliveries('wh-1', 'alice', 10);
+  assert.deepEqual(
+    deliveries?.map((d) => d.eventId),
+    [2n, 1n],
+    'one delivery per event: the old one kept, the new one fanned out',
+  );
 });
