@@ -374,32 +374,41 @@ for (const engine of engines) {
       await store.createWebhook(webhook('wh-new', 'alice'), 20);
       await store.createPlant(plant(2n, 'alice'));
       const [one, two] = (await allEvents(store)).map((e) => e.id);
-      assert.deepEqual((await deliveriesOf(store, 'wh-old')).map((d) => d.eventId), [two, one]);
-      assert.deepEqual((await deliveriesOf(store, 'wh-new')).map((d) => d.eventId), [two]);
-    });
-
-    withStore('a webhook disabled by a 410 keeps what was committed before; enabled, not what came while disabled', async (h) => {
-      const { store } = h;
-      await store.createWebhook(webhook('wh-1', 'alice'), 20);
-      await store.createPlant(plant(1n, 'alice'));
-      const [d1] = await claim(store, 'h');
-      await store.createPlant(plant(2n, 'alice')); // committed while active, not yet fanned out
-      await store.recordAttempt(d1!.id, 'h', { ...failed, disable: 'the receiver answered 410 Gone' });
-      assert.equal(await statusOf(store, 'wh-1'), 'disabled');
-      await store.createPlant(plant(3n, 'alice')); // while disabled
-      assert.deepEqual(await claim(store, 'h'), [], 'a disabled webhook’s deliveries are not claimed');
-      assert.equal(await store.enableWebhook('wh-1', 'alice'), true);
-      await store.createPlant(plant(4n, 'alice'));
-      const [e1, e2, , e4] = (await allEvents(store)).map((e) => e.id);
       assert.deepEqual(
-        (await deliveriesOf(store, 'wh-1')).map((d) => [d.eventId, d.status]),
-        [
-          [e4, 'pending'],
-          [e2, 'pending'],
-          [e1, 'failed'],
-        ],
+        (await deliveriesOf(store, 'wh-old')).map((d) => d.eventId),
+        [two, one],
+      );
+      assert.deepEqual(
+        (await deliveriesOf(store, 'wh-new')).map((d) => d.eventId),
+        [two],
       );
     });
+
+    withStore(
+      'a webhook disabled by a 410 keeps what was committed before; enabled, not what came while disabled',
+      async (h) => {
+        const { store } = h;
+        await store.createWebhook(webhook('wh-1', 'alice'), 20);
+        await store.createPlant(plant(1n, 'alice'));
+        const [d1] = await claim(store, 'h');
+        await store.createPlant(plant(2n, 'alice')); // committed while active, not yet fanned out
+        await store.recordAttempt(d1!.id, 'h', { ...failed, disable: 'the receiver answered 410 Gone' });
+        assert.equal(await statusOf(store, 'wh-1'), 'disabled');
+        await store.createPlant(plant(3n, 'alice')); // while disabled
+        assert.deepEqual(await claim(store, 'h'), [], 'a disabled webhook’s deliveries are not claimed');
+        assert.equal(await store.enableWebhook('wh-1', 'alice'), true);
+        await store.createPlant(plant(4n, 'alice'));
+        const [e1, e2, , e4] = (await allEvents(store)).map((e) => e.id);
+        assert.deepEqual(
+          (await deliveriesOf(store, 'wh-1')).map((d) => [d.eventId, d.status]),
+          [
+            [e4, 'pending'],
+            [e2, 'pending'],
+            [e1, 'failed'],
+          ],
+        );
+      },
+    );
 
     withStore('a webhook disabled after 5 days of failures still gets the events of its active time', async (h) => {
       const { store } = h;
@@ -413,7 +422,10 @@ for (const engine of engines) {
       await store.createPlant(plant(3n, 'alice'));
       await store.enableWebhook('wh-1', 'alice');
       const [e1, e2] = (await allEvents(store)).map((e) => e.id);
-      assert.deepEqual((await deliveriesOf(store, 'wh-1')).map((d) => d.eventId), [e2, e1]);
+      assert.deepEqual(
+        (await deliveriesOf(store, 'wh-1')).map((d) => d.eventId),
+        [e2, e1],
+      );
     });
 
     withStore('with no active webhook the cursor is not written by looks, and jumps when one is created', async (h) => {

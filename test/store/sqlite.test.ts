@@ -54,7 +54,9 @@ test('migration 3 starts the delivery cursor at the newest event: what version 2
   const path = join(dir, 'upgrade.db');
   const db = new Database(path);
   // A version-2 database: one event whose delivery version 2 wrote with the create.
-  db.exec('CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL) STRICT');
+  db.exec(
+    'CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL) STRICT',
+  );
   for (const m of sqliteMigrations.filter((m) => m.version <= 2)) {
     db.exec(m.sql);
     db.prepare('INSERT INTO schema_migrations VALUES (?, ?, ?)').run(m.version, m.name, Date.now());
