@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { classifyPostgresError, inTransaction } from './postgres-errors.js';
-import { DB_NOW_MS, EVENT_CHANNEL } from './postgres-statements.js';
+import { DB_NOW_MS, EVENT_CHANNEL, EVENT_ORDER_LOCK } from './postgres-statements.js';
 import type {
   AttemptOutcome,
   ClaimedDelivery,
@@ -47,10 +47,13 @@ const SQL = {
     -- Read first, so the row is locked and the deliveries made before it changes (a CTE no one
     -- reads would run after this UPDATE, and find its row already changed by this statement).
     WHERE EXISTS (SELECT 1 FROM cur) AND (SELECT count(*) FROM made) >= 0`,
-  // Whether an attempt that failed will disable its webhook by the 5-day rule ($2 ms), so the
-  // events still owed to it are fanned out first.
+  // Whether an attempt that failed may disable its webhook by the 5-day rule ($2 ms; a minute early,
+  // so the limit cannot pass unseen before the record), so the events owed to it are fanned out first.
   mayDisable: `SELECT 1 FROM deliveries d JOIN webhooks w ON w.id = d.webhook_id
-    WHERE d.id = $1 AND w.status = 'active' AND coalesce(w.failing_since, ${NOW}) <= ${NOW} - $2`,
+    WHERE d.id = $1 AND w.status = 'active' AND coalesce(w.failing_since, ${NOW}) <= ${NOW} - $2 + 60000`,
+  // Taken before a change to the set of active webhooks, until its commit: no event commits
+  // meanwhile, so every event is fanned out with the webhooks active when it committed.
+  holdEvents: `SELECT pg_advisory_xact_lock(${EVENT_ORDER_LOCK})`,
   readAll: 'SELECT id, type, owner, payload, created_at FROM events WHERE id > $1 ORDER BY id LIMIT $2',
   readOwner:
     'SELECT id, type, owner, payload, created_at FROM events WHERE owner = $3 AND id > $1 ORDER BY id LIMIT $2',
@@ -210,7 +213,9 @@ export class PostgresEvents {
     const values = [w.id, w.owner, w.allPlants, w.url, w.events.join(' '), w.status, w.secret, max, w.createdAt];
     return inTransaction(this.pool, async (client) => {
       await client.query(SQL.lockOwner, [w.owner]);
-      await client.query(SQL.fanOutAll); // the events so far go to the webhooks of their time, not to this one
+      // The events so far go to the webhooks of their time, not to this one.
+      await client.query(SQL.holdEvents);
+      await client.query(SQL.fanOutAll);
       return (await client.query(SQL.createWebhook, values)).rows.length === 1;
     });
   }
@@ -224,8 +229,12 @@ export class PostgresEvents {
   }
 
   async enableWebhook(id: string, owner: string | null): Promise<boolean> {
-    await this.query(SQL.fanOutAll, []); // the events of its disabled time are not owed to it
-    return (await this.query(SQL.enableWebhook, [id, owner])).length === 1;
+    // The events of its disabled time are not owed to it.
+    return inTransaction(this.pool, async (client) => {
+      await client.query(SQL.holdEvents);
+      await client.query(SQL.fanOutAll);
+      return (await client.query(SQL.enableWebhook, [id, owner])).rows.length === 1;
+    });
   }
 
   async listDeliveries(webhookId: string, owner: string | null, limit: number): Promise<DeliveryRecord[] | undefined> {
@@ -267,21 +276,21 @@ export class PostgresEvents {
       !o.healthy &&
       (o.disable !== null || (await this.query(SQL.mayDisable, [id, o.disableWhenFailingForMs])).length > 0)
     ) {
-      // The events committed while it was active are owed to it: fanned out before it stops.
+      // The events committed while it was active are owed to it: fanned out before it stops, with
+      // no event committing between the two (most of a backlog first, without holding events up).
       await this.query(SQL.fanOutAll, [], this.dispatch());
+      return inTransaction(this.dispatch(), async (client) => {
+        await client.query(SQL.holdEvents);
+        await client.query(SQL.fanOutAll);
+        return (await client.query(SQL.record, this.recordValues(id, holder, o))).rows.length === 1;
+      });
     }
-    const values = [
-      id,
-      holder,
-      o.status,
-      o.lastStatus,
-      o.lastError,
-      o.retryInMs ?? 0,
-      o.healthy,
-      o.disable,
-      o.disableWhenFailingForMs,
-    ];
-    return (await this.query(SQL.record, values, this.dispatch())).length === 1;
+    return (await this.query(SQL.record, this.recordValues(id, holder, o), this.dispatch())).length === 1;
+  }
+
+  private recordValues(id: bigint, holder: string, o: AttemptOutcome): unknown[] {
+    const { status, lastStatus, lastError, retryInMs, healthy, disable, disableWhenFailingForMs } = o;
+    return [id, holder, status, lastStatus, lastError, retryInMs ?? 0, healthy, disable, disableWhenFailingForMs];
   }
 
   async releaseLeases(holder: string): Promise<void> {

@@ -7,6 +7,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import Database from 'better-sqlite3';
 import pg from 'pg';
 import { openPostgres } from '../../src/store/postgres.js';
+import { EVENT_ORDER_LOCK } from '../../src/store/postgres-statements.js';
 import { openSqlite } from '../../src/store/sqlite.js';
 import {
   type AttemptOutcome,
@@ -427,6 +428,30 @@ for (const engine of engines) {
         [e2, e1],
       );
     });
+
+    if (engine.name === 'postgres') {
+      withStore('an event committing while a 410 disables its webhook is still owed to it', async (h) => {
+        const { store } = h;
+        await store.createWebhook(webhook('wh-1', 'alice'), 20);
+        await store.createPlant(plant(1n, 'alice'));
+        const [d1] = await claim(store, 'h');
+        // Another instance's create, holding the event-order lock until it commits.
+        await h.sql('BEGIN');
+        await h.sql(`SELECT pg_advisory_xact_lock(${EVENT_ORDER_LOCK})`);
+        await h.sql(`INSERT INTO events (type, owner, plant_id, payload, created_at)
+          VALUES ('plant.created', 'alice', 2, '{"id":2,"name":"plant 2"}', 0)`);
+        const recorded = store.recordAttempt(d1!.id, 'h', { ...failed, disable: 'the receiver answered 410 Gone' });
+        await sleep(200); // the disable waits for the create's commit
+        await h.sql('COMMIT');
+        assert.equal(await recorded, true);
+        assert.equal(await statusOf(store, 'wh-1'), 'disabled');
+        const [e1, e2] = (await allEvents(store)).map((e) => e.id);
+        assert.deepEqual(
+          (await deliveriesOf(store, 'wh-1')).map((d) => d.eventId),
+          [e2, e1],
+        );
+      });
+    }
 
     withStore('with no active webhook the cursor is not written by looks, and jumps when one is created', async (h) => {
       const { store } = h;
