@@ -1,4 +1,5 @@
 import pg from 'pg';
+import { Batcher } from './batcher.js';
 import { classifyPostgresError, inTransaction } from './postgres-errors.js';
 import { DB_NOW_MS, EVENT_CHANNEL, EVENT_ORDER_LOCK } from './postgres-statements.js';
 import type {
@@ -120,6 +121,17 @@ const SQL = {
           ELSE w.disabled_reason END
     FROM d WHERE w.id = d.webhook_id AND (NOT $7 OR $8::text IS NOT NULL OR w.failing_since IS NOT NULL))
     SELECT webhook_id FROM d`,
+  // The deliveries of a batch that were delivered ($1 ids, $2 holders, $3 statuses): one statement
+  // and one commit for what a dispatcher's sends finished meanwhile, not one each. A webhook's row is
+  // written only if it was failing (the record above, with a healthy outcome).
+  recordDelivered: `WITH input AS (SELECT * FROM unnest($1::bigint[], $2::text[], $3::int[]) AS t(id, holder, last_status)),
+    d AS (UPDATE deliveries SET status = 'delivered', attempts = attempts + 1, last_status = input.last_status,
+        last_error = NULL, next_attempt_at = NULL, lease_until = NULL, lease_owner = NULL
+      FROM input WHERE deliveries.id = input.id AND deliveries.lease_owner = input.holder
+      RETURNING deliveries.id, deliveries.webhook_id),
+    w AS (UPDATE webhooks SET failing_since = NULL
+      WHERE id IN (SELECT webhook_id FROM d) AND failing_since IS NOT NULL)
+    SELECT id FROM d`,
   release: 'UPDATE deliveries SET lease_until = NULL, lease_owner = NULL WHERE lease_owner = $1',
   // The earliest pending delivery of an active webhook that no one holds, read in index order.
   // 0 while events wait behind the cursor for an active webhook.
@@ -163,7 +175,32 @@ const toDelivery = (r: Row): DeliveryRecord => ({
   createdAt: Number(r.created_at),
 });
 
+/** A delivered attempt to record (recordDelivered). */
+interface Delivered {
+  readonly id: bigint;
+  readonly holder: string;
+  readonly lastStatus: number | null;
+}
+
+/** The most delivered attempts one statement records. */
+const RECORD_BATCH = 256;
+/** A record not answered by then fails: the lease runs out and the delivery is sent again. */
+const RECORD_WAIT_MS = 15_000;
+
 export class PostgresEvents {
+  /**
+   * Delivered attempts, recorded in batches: one statement while the previous one runs, so that
+   * what finishes meanwhile shares the next (a statement and a commit each would make the records,
+   * not the sends, a dispatcher's limit).
+   */
+  private readonly delivered = new Batcher<Delivered, boolean>(
+    1,
+    RECORD_BATCH,
+    (items) => this.recordDelivered(items),
+    RECORD_WAIT_MS,
+    () => new Error('recording the attempt took too long; the lease runs out and it is sent again'),
+  );
+
   /**
    * `dispatch`: the pool of the dispatcher's leases and attempt records, whose connections commit
    * without waiting for the WAL's flush (synchronous_commit off). A crash may lose the last of
@@ -285,7 +322,18 @@ export class PostgresEvents {
         return (await client.query(SQL.record, this.recordValues(id, holder, o))).rows.length === 1;
       });
     }
+    if (o.healthy && o.disable === null) return this.delivered.submit({ id, holder, lastStatus: o.lastStatus });
     return (await this.query(SQL.record, this.recordValues(id, holder, o), this.dispatch())).length === 1;
+  }
+
+  private async recordDelivered(items: readonly Delivered[]): Promise<boolean[]> {
+    const rows = await this.query(
+      SQL.recordDelivered,
+      [items.map((i) => i.id), items.map((i) => i.holder), items.map((i) => i.lastStatus)],
+      this.dispatch(),
+    );
+    const recorded = new Set(rows.map((r) => big(r.id)));
+    return items.map((i) => recorded.has(i.id));
   }
 
   private recordValues(id: bigint, holder: string, o: AttemptOutcome): unknown[] {

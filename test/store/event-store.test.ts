@@ -658,6 +658,32 @@ for (const engine of engines) {
       assert.ok(due !== null && due > 50_000 && due <= 60_000, `next due in ${due} ms`);
     });
 
+    withStore('records of attempts that end together are answered each on its own', async ({ store }) => {
+      // On PostgreSQL, delivered attempts recorded while another record runs share one statement.
+      await store.createWebhook(webhook('wh-1', 'alice'), 20);
+      for (let i = 1n; i <= 12n; i++) await store.createPlant(plant(i, 'alice'));
+      const claimed = (await claim(store, 'h')).sort(byId);
+      assert.equal(claimed.length, 12);
+      const answers = await Promise.all(
+        claimed.map((d, i) =>
+          i === 3
+            ? store.recordAttempt(d.id, 'someone else', delivered)
+            : i === 7
+              ? store.recordAttempt(d.id, 'h', retryIn(60_000))
+              : store.recordAttempt(d.id, 'h', delivered),
+        ),
+      );
+      assert.deepEqual(
+        answers,
+        claimed.map((_, i) => i !== 3),
+      );
+      const records = (await deliveriesOf(store, 'wh-1')).sort(byId);
+      assert.deepEqual(
+        records.map((d) => [d.status, d.attempts]),
+        claimed.map((_, i) => (i === 3 ? ['pending', 0] : i === 7 ? ['pending', 1] : ['delivered', 1])),
+      );
+    });
+
     withStore('a retry due now is claimed again with its attempts counted', async ({ store }) => {
       await store.createWebhook(webhook('wh-1', 'alice'), 20);
       await store.createPlant(plant(1n, 'alice'));
