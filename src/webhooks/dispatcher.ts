@@ -15,7 +15,13 @@ const CLAIM_BATCH = 64;
 const MAX_IDLE_MS = 1000;
 const USER_AGENT = 'plant-store-webhooks/1.1.0';
 /** The deliveries in flight in one process while the API saturates it (see ApiPressure). */
-const UNDER_PRESSURE_IN_FLIGHT = 2;
+const UNDER_PRESSURE_IN_FLIGHT = 8;
+/**
+ * While the API saturates the process, a look (its fan-out and claim, two statements) at most this
+ * often, however many sends end or events commit meanwhile: at most 20 looks and 160 deliveries a
+ * second, so the burst keeps the database's time (BENCHMARKS.md).
+ */
+const UNDER_PRESSURE_LOOK_MS = 50;
 
 /** ±20 % (CONTRACT.md), so that many deliveries that failed together do not retry together. */
 const jitter = (ms: number, random: () => number): number => Math.round(ms * (0.8 + 0.4 * random()));
@@ -61,7 +67,8 @@ export function outcomeOf(
  * PRAGMA data_version for the others) and when the next retry is due, and looks at least every
  * second. At most `maxInFlight` requests are out, `maxInFlightPerWebhook` to one webhook, so a
  * slow receiver holds only its own share; while HTTP requests saturate the process (`pressure`),
- * only UNDER_PRESSURE_IN_FLIGHT, so the API keeps its speed and the deliveries catch up after.
+ * only UNDER_PRESSURE_IN_FLIGHT, with a look at most every UNDER_PRESSURE_LOOK_MS, so the API keeps
+ * its speed and the deliveries catch up after.
  */
 export class Dispatcher {
   readonly holder = `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
@@ -71,6 +78,9 @@ export class Dispatcher {
   private looking = false;
   private again = false;
   private soon = false;
+  /** A look is put off until a timer (under pressure). */
+  private deferred = false;
+  private lastLookAt = -Infinity;
   private timer: NodeJS.Timeout | undefined;
   private unwatch: (() => void) | undefined;
 
@@ -98,14 +108,30 @@ export class Dispatcher {
     this.wake();
   }
 
-  /** Looks for due deliveries now (coalesced: one look at a time, and one more if woken meanwhile). */
+  /**
+   * Looks for due deliveries now (coalesced: one look at a time, and one more if woken meanwhile);
+   * under pressure, no sooner than UNDER_PRESSURE_LOOK_MS after the last look began.
+   */
   wake(): void {
     if (!this.running) return;
     if (this.looking) {
       this.again = true;
       return;
     }
+    if (this.deferred) return;
+    const wait = this.lastLookAt + UNDER_PRESSURE_LOOK_MS - this.clock();
+    if (wait > 0 && this.pressure?.saturated === true) {
+      this.deferred = true;
+      clearTimeout(this.timer);
+      this.timer = setTimeout(() => {
+        this.deferred = false;
+        this.wake();
+      }, wait);
+      this.timer.unref();
+      return;
+    }
     this.looking = true;
+    this.lastLookAt = this.clock();
     clearTimeout(this.timer);
     void untraced(() => this.look()).finally(() => {
       this.looking = false;
@@ -153,8 +179,12 @@ export class Dispatcher {
         for (const delivery of claimed) this.send(delivery);
         if (claimed.length < room) break;
       }
-      const due = await this.store.nextDueInMs();
-      if (due !== null) sleepMs = Math.min(sleepMs, Math.max(due, 5));
+      // While a send is out, its end wakes a look (wakeSoon); the next due time matters only once
+      // none is, and reading it on every look would cost a query per look.
+      if (this.total === 0) {
+        const due = await this.store.nextDueInMs();
+        if (due !== null) sleepMs = Math.min(sleepMs, Math.max(due, 5));
+      }
     } catch (error) {
       this.log.warn(failureFields(error), 'webhook dispatcher: could not read due deliveries; trying again');
     }
