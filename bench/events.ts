@@ -16,12 +16,13 @@
 //     plant created (at most 120 s; then the webhook goes, and its pending deliveries with it), and
 //     reports how far behind the deliveries were when the load stopped.
 //  2. Commit-to-receiver latency at a steady BENCH_EVENTS_RATE creates/s (default 1,000) for
-//     BENCH_EVENTS_SECONDS (default 10): a node load generator sends POSTs evenly (open loop, over
-//     keep-alive connections); for each plant, the receiver's arrival time minus the event's
+//     BENCH_EVENTS_SECONDS (default 10), after 2 s of the same load unrecorded (steady state: the
+//     webhook's first connections and the delivery path's first runs are behind it): a node load
+//     generator sends POSTs evenly (open loop, over 64 keep-alive connections it opens before its
+//     schedule starts); for each plant, the receiver's arrival time minus the event's
 //     created_at in the database (the store's clock: Date.now() of the server on SQLite, now() of
 //     the transaction on PostgreSQL; both are this machine's clock), and minus the time its 200
-//     reached the load generator. It runs on the server of part 1, whose dispatcher is warm: on a
-//     fresh server (BENCH_SKIP=events-ab) the numbers can be far worse (see the notes it prints).
+//     reached the load generator.
 //  3. Deliveries/s: BENCH_EVENTS_BACKLOG plants (default 20,000) imported with `plant-store import`
 //     while no server runs (the import writes each event and its delivery), then the server starts;
 //     rate = deliveries between the receiver's first and last arrival / that time.
@@ -58,6 +59,8 @@ const DURATION = Number(process.env.BENCH_DURATION ?? 10);
 const wrk = (url: string, lua: string, seconds = DURATION): Promise<WrkResult> => wrkFor(url, lua, seconds);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2);
 const RATE = Number(process.env.BENCH_EVENTS_RATE ?? 1000);
+/** Seconds of the same paced load before the measured ones. */
+const RATE_WARM_UP = 2;
 const RATE_SECONDS = Number(process.env.BENCH_EVENTS_SECONDS ?? 10);
 const BACKLOG = Number(process.env.BENCH_EVENTS_BACKLOG ?? 20_000);
 const STREAMS = Number(process.env.BENCH_EVENTS_STREAMS ?? 1000);
@@ -367,6 +370,16 @@ export async function eventScenarios(engine: string, env: NodeJS.ProcessEnv): Pr
     async function latency(service: Server): Promise<void> {
       await resetReceiver(receiver);
       const id = addWebhook(env, 'bench', hook);
+      // Steady state is what is measured: the same load first, unrecorded, so that the webhook's
+      // first connections and the delivery path's first runs are behind it.
+      await role<PaceResult>(
+        dir,
+        'pace',
+        { port: service.port, token, rate: RATE, seconds: RATE_WARM_UP, prefix: nextPrefix() },
+        RATE_WARM_UP * 1000 + 60_000,
+      );
+      await waitForDeliveries(receiver, RATE * RATE_WARM_UP, DRAIN_MS);
+      await resetReceiver(receiver);
       const prefix = nextPrefix();
       const load = loadAverage();
       const paced = await role<PaceResult>(
@@ -587,12 +600,32 @@ async function role<T>(
   }
 }
 
+/** Keep-alive connections the paced client opens before its schedule starts. */
+const OPEN_CONNECTIONS = 64;
+
 /** Sends `rate` creates a second, evenly, for `seconds`, whatever the answers' latency (open loop). */
 async function pace({ port, token, rate, seconds, prefix }: PaceArgs): Promise<PaceResult> {
-  const agent = new Agent({ keepAlive: true, maxSockets: 256 });
+  // fifo: every open connection is used in turn, so none sits idle past the server's keep-alive timeout.
+  const agent = new Agent({ keepAlive: true, maxSockets: 256, scheduling: 'fifo' });
   const total = rate * seconds;
   const results: PaceResult['results'] = [];
   let maxLagMs = 0;
+  // The connections first, kept alive: opening dozens in the first milliseconds of the schedule
+  // is the client's start, not the service's steady state.
+  await Promise.all(
+    Array.from(
+      { length: OPEN_CONNECTIONS },
+      () =>
+        new Promise<void>((opened, fail) => {
+          const req = httpRequest({ agent, host: '127.0.0.1', port, path: '/healthz' }, (res) => {
+            res.resume();
+            res.on('end', opened);
+          });
+          req.on('error', fail);
+          req.end();
+        }),
+    ),
+  );
   await new Promise<void>((done, fail) => {
     const start = performance.now();
     let sent = 0;
