@@ -30,14 +30,14 @@ const SQL = {
   // lock of postgres-statements.ts), so no event can still commit behind it. (A scalar subquery, so
   // the events are an index range from the cursor, never a scan from the first.) Another instance
   // fanning out already holds the row: SKIP LOCKED leaves it the work instead of waiting. With no
-  // active webhook nothing is owed and nothing is written. Answers how many events it took.
+  // active webhook nothing is owed and nothing is written.
   fanOut: `WITH cur AS (SELECT fanned_through FROM delivery_cursor WHERE ${ANY_ACTIVE} FOR UPDATE SKIP LOCKED),
     ev AS (SELECT id, type, owner, created_at FROM events WHERE id > (SELECT fanned_through FROM cur)
       ORDER BY id LIMIT $1),
     made AS (${MAKE_DELIVERIES}),
     moved AS (UPDATE delivery_cursor SET fanned_through = greatest(fanned_through, (SELECT max(id) FROM ev))
       WHERE EXISTS (SELECT 1 FROM ev))
-    SELECT count(*) AS n FROM ev`,
+    SELECT 1`,
   // Before the set of active webhooks changes (a webhook created or enabled, one about to be
   // disabled) and before deliveries are listed: every event so far, waiting for the row if need be;
   // with no active webhook the cursor just jumps to the newest event.
@@ -61,14 +61,21 @@ const SQL = {
   horizon: 'SELECT pruned_through FROM event_horizon',
   lastId: 'SELECT coalesce(max(id), 0) AS id FROM events',
   // One statement: the oldest events past retention, the horizon raised to the newest of them.
+  // Read in id order below the first event still kept (found through events_created_at), so a log
+  // with nothing old yet costs an index lookup, not a scan of every event in id order.
   prune: `WITH gone AS (
-      DELETE FROM events WHERE id IN (SELECT id FROM events WHERE created_at < ${NOW} - $1
-        AND (id <= (SELECT fanned_through FROM delivery_cursor) OR NOT ${ANY_ACTIVE}) ORDER BY id LIMIT $2)
+      DELETE FROM events WHERE id IN (SELECT id FROM events
+        WHERE id < coalesce((SELECT id FROM events WHERE created_at >= ${NOW} - $1 ORDER BY created_at LIMIT 1),
+            9223372036854775807)
+          AND created_at < ${NOW} - $1
+          AND (id <= (SELECT fanned_through FROM delivery_cursor) OR NOT ${ANY_ACTIVE}) ORDER BY id LIMIT $2)
       RETURNING id),
     raised AS (UPDATE event_horizon SET pruned_through = greatest(pruned_through, (SELECT max(id) FROM gone))
       WHERE EXISTS (SELECT 1 FROM gone)),
+    -- In created_at order, so through deliveries_created_at from the oldest, never a scan of the table.
     old AS (DELETE FROM deliveries WHERE id IN (
-      SELECT id FROM deliveries WHERE created_at < ${NOW} - $1 AND status != 'pending' LIMIT $2) RETURNING id)
+      SELECT id FROM deliveries WHERE created_at < ${NOW} - $1 AND status != 'pending' ORDER BY created_at LIMIT $2)
+      RETURNING id)
     SELECT (SELECT count(*) FROM gone) + (SELECT count(*) FROM old) AS n`,
   // Run after the owner's advisory lock, in the same transaction: the count sees every webhook
   // committed before it, so two creates at once cannot pass the limit together.

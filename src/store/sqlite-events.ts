@@ -107,8 +107,13 @@ export function prepareEventStatements(db: Database.Database) {
     horizon: q('SELECT pruned_through FROM event_horizon').pluck(),
     lastId: q("SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'events'), 0)").pluck(),
     // Never past the cursor while a webhook is active: an event not yet fanned out keeps its row.
-    oldEvents: q(`SELECT id FROM events WHERE created_at < ? AND (id <= (SELECT fanned_through FROM delivery_cursor)
-      OR NOT EXISTS (SELECT 1 FROM webhooks WHERE status = 'active')) ORDER BY id LIMIT ?`).pluck(),
+    // Read in id order below the first event still kept (found through events_created_at), so a log
+    // with nothing old yet costs an index lookup, not a scan of every event in the writer's turn.
+    oldEvents: q(`SELECT id FROM events
+      WHERE id < coalesce((SELECT id FROM events WHERE created_at >= :before ORDER BY created_at LIMIT 1), 9223372036854775807)
+        AND created_at < :before
+        AND (id <= (SELECT fanned_through FROM delivery_cursor) OR NOT EXISTS (SELECT 1 FROM webhooks WHERE status = 'active'))
+      ORDER BY id LIMIT :limit`).pluck(),
     pruneEvents: q('DELETE FROM events WHERE id <= ? AND created_at < ?'),
     raiseHorizon: q('UPDATE event_horizon SET pruned_through = max(pruned_through, ?)'),
     pruneDeliveries: q(
@@ -174,23 +179,21 @@ export class SqliteEvents {
   /**
    * Inside the caller's write transaction: makes the deliveries of up to `limit` events after the
    * cursor (all of them for Infinity), with the webhooks active now, and moves the cursor past
-   * them. Answers whether events are left behind the cursor. With no active webhook nothing is
-   * owed: `idle` 'jump' moves the cursor to the newest event (before a webhook's set changes),
-   * 'skip' leaves it, without writing (the dispatcher's looks).
+   * them. With no active webhook nothing is owed: `idle` 'jump' moves the cursor to the newest
+   * event (before a webhook's set changes), 'skip' leaves it, without writing (the dispatcher's looks).
    */
-  fanOut(limit: number, idle: 'jump' | 'skip'): boolean {
+  fanOut(limit: number, idle: 'jump' | 'skip'): void {
     const from = this.sql.cursor.get() as bigint;
     const newest = this.lastEventId();
-    if (newest <= from) return false;
+    if (newest <= from) return;
     if (this.sql.anyActive.get() === 0n) {
       if (idle === 'jump') this.sql.moveCursor.run(newest);
-      return false;
+      return;
     }
     const through = limit === Infinity ? newest : (this.sql.fanOutEnd.get(from, limit) as bigint | null);
-    if (through === null) return false;
+    if (through === null) return;
     this.sql.fanOut.run(from, through);
     this.sql.moveCursor.run(through);
-    return through < newest;
   }
 
   readEvents(after: bigint, owner: string | null, limit: number): EventRecord[] {
@@ -216,7 +219,7 @@ export class SqliteEvents {
 
   prune(retentionMs: number, batch: number): number {
     const before = this.now() - retentionMs;
-    const ids = this.sql.oldEvents.all(before, batch) as bigint[];
+    const ids = this.sql.oldEvents.all({ before, limit: batch }) as bigint[];
     let gone = 0;
     if (ids.length > 0) {
       const newest = ids[ids.length - 1]!;
