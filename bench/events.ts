@@ -38,6 +38,8 @@
 // BENCH_SKIP=sqlite,postgres and, to leave out one part, events-ab,events-latency,events-backlog,events-feed;
 // BENCH_EVENTS_RATE, BENCH_EVENTS_SECONDS, BENCH_EVENTS_BACKLOG, BENCH_EVENTS_STREAMS, BENCH_EVENTS_FANOUT.
 // Server settings: WEBHOOK_ALLOW_PRIVATE=1 (the receiver is on 127.0.0.1), RATE_LIMIT=off.
+// On a PostgreSQL server with autovacuum off, VACUUM ANALYZE runs before each measured run, as
+// autovacuum would (the dead rows of one run's deliveries otherwise slow the next).
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -261,6 +263,14 @@ export async function eventScenarios(engine: string, env: NodeJS.ProcessEnv): Pr
   };
   const servers: Server[] = [];
   const track = (server: Server): Server => (servers.push(server), server);
+  let vacuumNoted = false;
+  /** Before each measured run: VACUUM ANALYZE where autovacuum is off (vacuumIfNoAutovacuum). */
+  const vacuum = async (): Promise<void> => {
+    if ((await vacuumIfNoAutovacuum(env)) && !vacuumNoted) {
+      vacuumNoted = true;
+      note('autovacuum is off on this server: VACUUM ANALYZE before each measured run, as autovacuum would');
+    }
+  };
   try {
     cli(['migrate'], env);
     const token = mintToken(env, 'bench', 'plants:read,plants:write');
@@ -293,6 +303,7 @@ export async function eventScenarios(engine: string, env: NodeJS.ProcessEnv): Pr
       note(
         `backlog: imported ${BACKLOG} plants (events and deliveries) in ${((Date.now() - imported) / 1000).toFixed(1)} s`,
       );
+      await vacuum();
       const load = loadAverage();
       const service = track(await startService(dir, env));
       const got = await waitForDeliveries(receiver, BACKLOG, Math.max(120_000, BACKLOG * 10));
@@ -321,9 +332,11 @@ export async function eventScenarios(engine: string, env: NodeJS.ProcessEnv): Pr
       const results: { none: WrkResult[]; hook: WrkResult[] } = { none: [], hook: [] };
       const loads: string[] = [];
       for (let round = 0; round < ROUNDS; round++) {
+        await vacuum();
         results.none.push(await wrk(service.url, postScript(dir, token, nextPrefix())));
         loads.push(loadAverage());
         await resetReceiver(receiver);
+        await vacuum();
         const id = addWebhook(env, 'bench', hook);
         const result = await wrk(service.url, postScript(dir, token, nextPrefix()));
         const ended = Date.now();
@@ -369,6 +382,7 @@ export async function eventScenarios(engine: string, env: NodeJS.ProcessEnv): Pr
     /** 2. Commit-to-receiver latency at a steady rate. */
     async function latency(service: Server): Promise<void> {
       await resetReceiver(receiver);
+      await vacuum();
       const id = addWebhook(env, 'bench', hook);
       // Steady state is what is measured: the same load first, unrecorded, so that the webhook's
       // first connections and the delivery path's first runs are behind it.
@@ -426,6 +440,7 @@ export async function eventScenarios(engine: string, env: NodeJS.ProcessEnv): Pr
 
     /** 4. The change feed: memory of many open streams, and the fan-out of an event to all of them. */
     async function feed(): Promise<void> {
+      await vacuum();
       const tokens = await mintTokens(env, Math.ceil(STREAMS / STREAMS_PER_TOKEN), 'feed', [
         'plants:read',
         'plants:admin',
@@ -498,6 +513,27 @@ export async function eventScenarios(engine: string, env: NodeJS.ProcessEnv): Pr
 }
 
 /** The events' created_at (ms) of the plants with ids from..to, by plant id, read from the database. */
+/**
+ * On a PostgreSQL server with autovacuum off (as on the machines these numbers come from), what
+ * autovacuum would do between two scenarios: without it the dead rows of the deliveries of one
+ * scenario, and plans made without statistics, weigh on the next, as in no deployment. Answers
+ * whether it ran.
+ */
+async function vacuumIfNoAutovacuum(env: NodeJS.ProcessEnv): Promise<boolean> {
+  const url = env.DATABASE_URL!;
+  if (url.startsWith('sqlite:')) return false;
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    const { rows } = await client.query<{ autovacuum: string }>('SHOW autovacuum');
+    if (rows[0]?.autovacuum !== 'off') return false;
+    await client.query('VACUUM ANALYZE');
+    return true;
+  } finally {
+    await client.end();
+  }
+}
+
 async function createdAt(env: NodeJS.ProcessEnv, from: string, to: string): Promise<Map<string, number>> {
   const url = env.DATABASE_URL!;
   const sql = "SELECT plant_id, created_at FROM events WHERE type = 'plant.created' AND plant_id BETWEEN";
