@@ -39,3 +39,25 @@ test('the answer holds within a window and is measured again after it', async ()
   spin(120); // a new window with no new request
   assert.equal(pressure.saturated, false);
 });
+
+test('once saturated, a window with the loop 50 to 75 % busy keeps it so; from rest, such a window is not pressure', async () => {
+  let requests = 0;
+  const pressure = new ApiPressure(() => requests);
+  spin(150);
+  requests += 1000;
+  assert.equal(pressure.saturated, true);
+
+  spin(100); // about 70 % busy over the window (the sleep can only make it longer, never shorter)
+  await sleep(40);
+  requests += 1000;
+  assert.equal(pressure.saturated, true, 'a dip within the burst does not end it');
+
+  await sleep(150);
+  requests += 10;
+  assert.equal(pressure.saturated, false, 'the burst ended');
+
+  spin(100);
+  await sleep(40);
+  requests += 1000;
+  assert.equal(pressure.saturated, false, 'the same window from rest does not start it');
+});
