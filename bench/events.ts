@@ -345,6 +345,7 @@ export async function eventScenarios(engine: string, env: NodeJS.ProcessEnv): Pr
       for (let round = 0; round < ROUNDS; round++) {
         await vacuum();
         results.none.push(await wrk(service.url, postScript(dir, token, nextPrefix())));
+        note(`POST without a webhook, round ${round + 1}: ${int(results.none.at(-1)!.rps)} req/s`);
         loads.push(loadAverage());
         await resetReceiver(receiver);
         await vacuum();
@@ -366,7 +367,7 @@ export async function eventScenarios(engine: string, env: NodeJS.ProcessEnv): Pr
             ? `caught up ${(Math.max(0, got.last - ended) / 1000).toFixed(1)} s later`
             : `still ${result.requests - got.unique} behind ${DRAIN_MS / 1000} s later (removed with the webhook)`;
         note(
-          `POST with 1 webhook, round ${round + 1}: ${result.requests} created, ${atEnd.unique} delivered during the ` +
+          `POST with 1 webhook, round ${round + 1}: ${int(result.rps)} req/s, ${result.requests} created, ${atEnd.unique} delivered during the ` +
             `${DURATION} s run (${int(atEnd.unique / DURATION)}/s), ${result.requests - atEnd.unique} behind when wrk stopped, ` +
             `${caughtUp}; ${settled.unique} plants delivered, ${settled.count - settled.unique} repeats`,
         );
