@@ -186,7 +186,7 @@ const toDelivery = (r: Row): DeliveryRecord => ({
 interface Delivered {
   readonly id: bigint;
   readonly holder: string;
-  readonly lastStatus: number | null;
+  readonly outcome: AttemptOutcome;
 }
 
 /** The most delivered attempts one statement records. */
@@ -205,7 +205,8 @@ export class PostgresEvents {
     RECORD_BATCH,
     (items) => this.recordDelivered(items),
     RECORD_WAIT_MS,
-    () => new Error('recording the attempt took too long; the lease runs out and it is sent again'),
+    () =>
+      new Error('recording the attempt took too long; if it was not recorded, its lease runs out and it is sent again'),
   );
 
   /**
@@ -329,16 +330,26 @@ export class PostgresEvents {
         return (await client.query(SQL.record, this.recordValues(id, holder, o))).rows.length === 1;
       });
     }
-    if (o.healthy && o.disable === null) return this.delivered.submit({ id, holder, lastStatus: o.lastStatus });
+    if (o.healthy && o.disable === null) return this.delivered.submit({ id, holder, outcome: o });
     return (await this.query(SQL.record, this.recordValues(id, holder, o), this.dispatch())).length === 1;
   }
 
-  private async recordDelivered(items: readonly Delivered[]): Promise<boolean[]> {
-    const rows = await this.query(
-      SQL.recordDelivered,
-      [items.map((i) => i.id), items.map((i) => i.holder), items.map((i) => i.lastStatus)],
-      this.dispatch(),
-    );
+  private async recordDelivered(items: readonly Delivered[]): Promise<Array<boolean | Promise<boolean>>> {
+    let rows: Row[];
+    try {
+      rows = await this.query(
+        SQL.recordDelivered,
+        [items.map((i) => i.id), items.map((i) => i.holder), items.map((i) => i.outcome.lastStatus)],
+        this.dispatch(),
+      );
+    } catch {
+      // The statement failed as a whole (a deadlock with another instance's, on the rows of
+      // webhooks recovering together, say): each on its own, so that one conflict costs one record.
+      return items.map(
+        async (i) =>
+          (await this.query(SQL.record, this.recordValues(i.id, i.holder, i.outcome), this.dispatch())).length === 1,
+      );
+    }
     const recorded = new Set(rows.map((r) => big(r.id)));
     return items.map((i) => recorded.has(i.id));
   }

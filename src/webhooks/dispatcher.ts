@@ -119,7 +119,8 @@ export class Dispatcher {
       return;
     }
     if (this.deferred) return;
-    const wait = this.lastLookAt + UNDER_PRESSURE_LOOK_MS - this.clock();
+    // At most UNDER_PRESSURE_LOOK_MS, should the clock step back.
+    const wait = Math.min(this.lastLookAt + UNDER_PRESSURE_LOOK_MS - this.clock(), UNDER_PRESSURE_LOOK_MS);
     if (wait > 0 && this.pressure?.saturated === true) {
       this.deferred = true;
       clearTimeout(this.timer);
@@ -281,6 +282,7 @@ export class Dispatcher {
   async drain(): Promise<void> {
     this.running = false;
     clearTimeout(this.timer);
+    this.deferred = false;
     this.unwatch?.();
     this.unwatch = undefined;
     while (this.sending.size > 0) await Promise.allSettled([...this.sending]);

@@ -40,24 +40,39 @@ test('the answer holds within a window and is measured again after it', async ()
   assert.equal(pressure.saturated, false);
 });
 
-test('once saturated, a window with the loop 50 to 75 % busy keeps it so; from rest, such a window is not pressure', async () => {
+/** An ApiPressure read through given readings: each window is 100 ms, `busy` of it busy, with `rate` requests/s. */
+function scripted() {
+  let at = 0;
   let requests = 0;
-  const pressure = new ApiPressure(() => requests);
-  spin(150);
-  requests += 1000;
-  assert.equal(pressure.saturated, true);
+  let busy = 0;
+  const pressure = new ApiPressure(
+    () => requests,
+    () => busy,
+    () => at,
+  );
+  return (share: number, rate: number): boolean => {
+    at += 100;
+    requests += rate / 10;
+    busy = share;
+    return pressure.saturated;
+  };
+}
 
-  spin(100); // about 70 % busy over the window (the sleep can only make it longer, never shorter)
-  await sleep(40);
-  requests += 1000;
-  assert.equal(pressure.saturated, true, 'a dip within the burst does not end it');
+test('once saturated, windows 50 to 75 % busy keep it so, up to 3 in a row; from rest, such a window is not pressure', () => {
+  const window = scripted();
+  assert.equal(window(0.8, 5000), true, 'over 75 % busy, 5,000 requests/s');
+  for (let i = 1; i <= 3; i++) assert.equal(window(0.6, 5000), true, `dip ${i} within the burst does not end it`);
+  assert.equal(window(0.6, 5000), false, 'a fourth in a row does: a steady load, not a burst');
+  assert.equal(window(0.6, 5000), false, 'nor does it start again at 60 %');
 
-  await sleep(150);
-  requests += 10;
-  assert.equal(pressure.saturated, false, 'the burst ended');
+  assert.equal(window(0.8, 5000), true, 'busy again');
+  assert.equal(window(0.6, 5000), true);
+  assert.equal(window(0.9, 5000), true);
+  for (let i = 1; i <= 3; i++)
+    assert.equal(window(0.7, 5000), true, 'the count of dips starts again after a busy window');
+  assert.equal(window(0.4, 5000), false, 'under 50 %: ended at once');
 
-  spin(100);
-  await sleep(40);
-  requests += 1000;
-  assert.equal(pressure.saturated, false, 'the same window from rest does not start it');
+  assert.equal(window(0.8, 5000), true);
+  assert.equal(window(0.6, 1500), false, 'requests slower than 2,000/s: ended at once');
+  assert.equal(window(0.74, 5000), false, 'from rest, 74 % is not pressure');
 });
