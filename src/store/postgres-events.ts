@@ -182,6 +182,16 @@ const toDelivery = (r: Row): DeliveryRecord => ({
   createdAt: Number(r.created_at),
 });
 
+/**
+ * In a transaction about to change the set of active webhooks: every event so far fanned out, and
+ * no event committing until that transaction commits (the event-order lock, held to its end), so
+ * every event goes to the webhooks active when it committed.
+ */
+async function fanOutHoldingEvents(client: pg.PoolClient): Promise<void> {
+  await client.query(SQL.holdEvents);
+  await client.query(SQL.fanOutAll);
+}
+
 /** A delivered attempt to record (recordDelivered). */
 interface Delivered {
   readonly id: bigint;
@@ -258,9 +268,7 @@ export class PostgresEvents {
     const values = [w.id, w.owner, w.allPlants, w.url, w.events.join(' '), w.status, w.secret, max, w.createdAt];
     return inTransaction(this.pool, async (client) => {
       await client.query(SQL.lockOwner, [w.owner]);
-      // The events so far go to the webhooks of their time, not to this one.
-      await client.query(SQL.holdEvents);
-      await client.query(SQL.fanOutAll);
+      await fanOutHoldingEvents(client); // the events so far go to the webhooks of their time, not to this one
       return (await client.query(SQL.createWebhook, values)).rows.length === 1;
     });
   }
@@ -274,10 +282,8 @@ export class PostgresEvents {
   }
 
   async enableWebhook(id: string, owner: string | null): Promise<boolean> {
-    // The events of its disabled time are not owed to it.
     return inTransaction(this.pool, async (client) => {
-      await client.query(SQL.holdEvents);
-      await client.query(SQL.fanOutAll);
+      await fanOutHoldingEvents(client); // the events of its disabled time are not owed to it
       return (await client.query(SQL.enableWebhook, [id, owner])).rows.length === 1;
     });
   }
@@ -325,8 +331,7 @@ export class PostgresEvents {
       // no event committing between the two (most of a backlog first, without holding events up).
       await this.query(SQL.fanOutAll, [], this.dispatch());
       return inTransaction(this.dispatch(), async (client) => {
-        await client.query(SQL.holdEvents);
-        await client.query(SQL.fanOutAll);
+        await fanOutHoldingEvents(client);
         return (await client.query(SQL.record, this.recordValues(id, holder, o))).rows.length === 1;
       });
     }
