@@ -24,11 +24,10 @@ const BUSY_REQUESTS_PER_SECOND = 2000;
  * Whether the HTTP API is saturating this process: the event loop was busy for more than 75 % of
  * the last window **and** requests arrived in it at more than 2,000 a second. Once saturated, it
  * stays so while requests arrive that fast and the loop stays more than 50 % busy, for up to 3
- * windows in a row under 75 %. The dispatcher
- * keeps only a trickle of deliveries in flight meanwhile, and looks for them only now and then, so
- * a burst of writes is not slowed by its own webhooks (the deliveries are committed and wait, and
- * the backlog drains at full speed once the burst ends). A loop kept busy by the dispatcher alone
- * (a backlog, no requests) is not pressure.
+ * windows in a row under 75 %. The dispatcher keeps only a trickle of deliveries in flight
+ * meanwhile, and looks for them only now and then, so a burst of writes is not slowed by its own
+ * webhooks (the deliveries are committed and wait, and the backlog drains at full speed once the
+ * burst ends). A loop kept busy by the dispatcher alone (a backlog, no requests) is not pressure.
  */
 export class ApiPressure {
   #at: number;
