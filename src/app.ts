@@ -50,10 +50,15 @@ export async function buildApp({
   redis,
   logStream = stdoutLogStream(),
 }: AppDeps): Promise<FastifyInstance> {
-  const metrics = new Metrics(store);
   const jwt = config.jwt ? new JwtVerifier(config.jwt) : undefined;
   const authenticator = new TokenAuthenticator(store, clock, config.tokenCacheMs, jwt);
   const eventStreams = new EventStreams();
+  const metrics = new Metrics(store, {
+    clock,
+    openStreams: () => eventStreams.streams.size,
+    // Called only once the app exists (at a scrape).
+    log: (level, fields, message) => app.log[level](fields, message),
+  });
   const cors = config.corsOrigins === null ? undefined : new Cors(config.corsOrigins);
   const app = Fastify({
     logger: {
@@ -79,6 +84,7 @@ export async function buildApp({
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   app.decorate('eventStreams', eventStreams);
+  app.decorate('metrics', metrics);
   tracing.current?.instrumentApp(app); // OTEL_EXPORTER_OTLP_ENDPOINT (docs/tracing.md)
   app.setValidatorCompiler(createValidatorCompiler());
   const outage = new DatabaseOutage(store, app.log);

@@ -80,6 +80,11 @@ export interface EventSettings {
   /** The change feed: a comment line at least this often, and open streams per token. */
   readonly heartbeatMs: number;
   readonly maxStreamsPerToken: number;
+  /**
+   * WEBHOOK_DELIVERY: false (`off`) serves everything but sends no webhook (a server over a backup,
+   * instances kept for the API alone); the deliveries wait in the database for a server that sends.
+   */
+  readonly delivery: boolean;
 }
 
 export class ConfigError extends Error {
@@ -256,6 +261,15 @@ function parseSecretsKey(text: string | undefined): Buffer | null {
   return key;
 }
 
+/** `on` (the default) or `off`, in any case; anything else is a mistake worth stopping for. */
+function parseDelivery(text: string | undefined): boolean {
+  const value = (text ?? 'on').trim().toLowerCase();
+  if (value !== 'on' && value !== 'off') {
+    throw new ConfigError(`WEBHOOK_DELIVERY must be "on" (send webhooks, the default) or "off"; got "${text}"`);
+  }
+  return value === 'on';
+}
+
 function parseEventSettings(env: NodeJS.ProcessEnv): EventSettings {
   const allow = (env.WEBHOOK_ALLOW_PRIVATE ?? '0').trim();
   if (allow !== '0' && allow !== '1') throw new ConfigError(`WEBHOOK_ALLOW_PRIVATE must be 0 or 1; got "${allow}"`);
@@ -272,6 +286,7 @@ function parseEventSettings(env: NodeJS.ProcessEnv): EventSettings {
     maxWebhooksPerSubject: 20,
     heartbeatMs: 15_000,
     maxStreamsPerToken: 5,
+    delivery: parseDelivery(env.WEBHOOK_DELIVERY),
   });
 }
 

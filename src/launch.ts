@@ -67,6 +67,7 @@ export function settingsSummary(config: Config): Record<string, unknown> {
     redis,
     rateLimit: config.rateLimit === null ? 'off' : `${config.rateLimit.max}/${config.rateLimit.windowMs / 1000}s`,
     workers: config.workers,
+    webhookDelivery: config.events.delivery ? 'on' : 'off',
     host: config.host,
     port: config.port,
   };

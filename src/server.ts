@@ -10,6 +10,8 @@ import { startEventSide } from './events/event-side.js';
 import { closeRedis, connectRedis } from './redis.js';
 import { openStore } from './store/open-store.js';
 import { tracing } from './system/tracing-hooks.js';
+import { SecretBox } from './webhooks/secret-box.js';
+import { checkStoredSecrets } from './webhooks/secret-check.js';
 
 /** Lets a cluster worker exit: its channel to the primary would keep the process alive. */
 export function releaseProcess(): void {
@@ -81,7 +83,10 @@ export async function serve(config: Config): Promise<void> {
   app.server.on('request', () => {
     requests += 1;
   });
-  const events = startEventSide(store, config.events, app.log, () => requests);
+  await checkStoredSecrets(store, new SecretBox(config.events.secretsKey), app.log);
+  const events = startEventSide(store, config.events, app.log, () => requests, (result, seconds) =>
+    app.metrics.observeAttempt(result, seconds),
+  );
 
   let stopping = false;
   const stop = (signal: NodeJS.Signals): void => {

@@ -2,6 +2,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { EventSettings } from '../config.js';
 import type { Store } from '../store/store.js';
 import { ApiPressure } from '../webhooks/api-pressure.js';
+import type { AttemptResultKind } from '../webhooks/attempt-result.js';
 import { Dispatcher } from '../webhooks/dispatcher.js';
 import { SecretBox } from '../webhooks/secret-box.js';
 import { WebhookSender } from '../webhooks/sender.js';
@@ -15,13 +16,17 @@ export interface EventSide {
 
 /**
  * What `serve` runs beside the HTTP app: the webhook dispatcher and the event log's pruning.
- * `requests` counts the API requests this process has received (the dispatcher yields to them).
+ * `requests` counts the API requests this process has received (the dispatcher yields to them);
+ * `observe` is told of every attempt (the metrics). With WEBHOOK_DELIVERY=off the dispatcher does
+ * not start: the deliveries wait in the database for a process that sends; the pruning still runs
+ * (it keeps every pending delivery, and every event not yet fanned out: docs/decisions.md).
  */
 export function startEventSide(
   store: Store,
   settings: EventSettings,
   log: FastifyBaseLogger,
   requests: () => number,
+  observe?: (result: AttemptResultKind, seconds: number) => void,
 ): EventSide {
   const sender = new WebhookSender({
     allowPrivate: settings.allowPrivateTargets,
@@ -35,14 +40,18 @@ export function startEventSide(
     settings,
     log,
     new ApiPressure(requests),
+    undefined,
+    observe,
   );
   const pruner = new EventPruner(store, settings.retentionMs, log);
-  dispatcher.start();
+  if (settings.delivery) dispatcher.start();
+  else log.info('webhook delivery is off (WEBHOOK_DELIVERY=off): this process sends no webhook');
   pruner.start();
   return {
     dispatcher,
     stop: async () => {
-      await Promise.all([pruner.stop(), dispatcher.drain()]);
+      // A dispatcher never started holds no lease: nothing to give back.
+      await Promise.all([pruner.stop(), settings.delivery ? dispatcher.drain() : undefined]);
       await sender.close();
     },
   };

@@ -2,6 +2,7 @@ import pg from 'pg';
 import { Batcher, Coalescer, failed } from './batcher.js';
 import { classifyPostgresError, inTransaction } from './postgres-errors.js';
 import { EventListener, PostgresEvents } from './postgres-events.js';
+import { readBacklog } from './postgres-backlog.js';
 import { STATEMENTS } from './postgres-statements.js';
 import { createdPayload } from './event-payload.js';
 import { postgresMigrations } from './migrations/postgres.js';
@@ -18,6 +19,7 @@ import {
   StoreUnavailableError,
   type TokenRecord,
   type WebhookRecord,
+  type WebhookBacklog,
   FAN_OUT_BATCH,
   FIRST_ID,
   LAST_ID,
@@ -501,6 +503,10 @@ export class PostgresStore implements Store {
 
   nextDueInMs(): Promise<number | null> {
     return this.events.nextDueInMs();
+  }
+
+  webhookBacklog(): Promise<WebhookBacklog> {
+    return readBacklog(this.pool);
   }
 
   async durabilityWarnings(): Promise<string[]> {

@@ -5,6 +5,7 @@ import { TurnBatch } from './batcher.js';
 import { createdPayload, deletedPayload } from './event-payload.js';
 import { GroupCommit, isBusy } from './group-commit.js';
 import { SqliteEvents, prepareEventStatements } from './sqlite-events.js';
+import { prepareBacklogStatements, readBacklog } from './sqlite-backlog.js';
 import { snapshotPages } from './sqlite-snapshot.js';
 import { sqliteMigrations } from './migrations/sqlite.js';
 import { PageCache } from './page-cache.js';
@@ -21,6 +22,7 @@ import {
   type Store,
   StoreUnavailableError,
   type WebhookRecord,
+  type WebhookBacklog,
   type TokenRecord,
   FAN_OUT_BATCH,
   FIRST_ID,
@@ -401,6 +403,16 @@ export class SqliteStore implements Store {
 
   nextDueInMs(): Promise<number | null> {
     return Promise.resolve(unavailableWhenBusy(() => this.events.nextDueInMs()));
+  }
+
+  private backlogStatements: ReturnType<typeof prepareBacklogStatements> | undefined;
+  webhookBacklog(): Promise<WebhookBacklog> {
+    return Promise.resolve(
+      unavailableWhenBusy(() => {
+        this.backlogStatements ??= prepareBacklogStatements(this.db);
+        return readBacklog(this.backlogStatements, Date.now()); // SqliteEvents' clock
+      }),
+    );
   }
 
   durabilityWarnings(): Promise<string[]> {

@@ -224,6 +224,22 @@ export interface WebhookStore {
    * looks every second, for leases that run out).
    */
   nextDueInMs(): Promise<number | null>;
+  /** What the metrics read of the event side; read-only, one cheap read (docs/monitoring.md). */
+  webhookBacklog(): Promise<WebhookBacklog>;
+}
+
+/**
+ * The deliveries still owed, for the metrics (docs/monitoring.md, docs/decisions.md). `pending`
+ * counts the pending deliveries, due or not, of every webhook, active or disabled, and each event
+ * still behind the delivery cursor once while any webhook is active (its deliveries are not made
+ * yet: docs/events.md); the oldest of them is the first made (the lowest id), its age by the
+ * store's clock, the one that stamped it.
+ */
+export interface WebhookBacklog {
+  readonly pending: number;
+  /** Milliseconds since the oldest pending delivery (or event behind the cursor) was made; 0 when none. */
+  readonly oldestPendingMs: number;
+  readonly webhooks: Readonly<Record<WebhookStatus, number>>;
 }
 
 export interface Store extends PlantStore, TokenStore, EventStore, WebhookStore {

@@ -4,6 +4,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { EventSettings } from '../config.js';
 import { type AttemptOutcome, type ClaimedDelivery, FAN_OUT_BATCH, failureFields, type Store } from '../store/store.js';
 import type { ApiPressure } from './api-pressure.js';
+import { type AttemptResultKind, attemptResultKind } from './attempt-result.js';
 import type { SecretBox } from './secret-box.js';
 import type { WebhookAttempt, WebhookSender } from './sender.js';
 import { signDelivery } from './signing.js';
@@ -92,6 +93,8 @@ export class Dispatcher {
     private readonly log: FastifyBaseLogger,
     private readonly pressure?: ApiPressure,
     private readonly clock: () => number = Date.now,
+    /** Told of every attempt once, as it ends (the metrics: docs/monitoring.md). */
+    private readonly observe?: (result: AttemptResultKind, seconds: number) => void,
   ) {}
 
   /** How many requests may be out now. */
@@ -247,6 +250,7 @@ export class Dispatcher {
             ));
       }
     }
+    this.observe?.(attemptResultKind(result!), result!.durationMs / 1000);
     const outcome = outcomeOf(attempt, result!, this.settings);
     try {
       const recorded = await this.store.recordAttempt(delivery.id, this.holder, outcome);

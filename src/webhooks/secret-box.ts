@@ -23,6 +23,11 @@ export class SecretBox {
     return this.key !== null;
   }
 
+  /** Whether a stored secret is encrypted (else stored as it is, from a time without SECRETS_KEY). */
+  isSealed(stored: string): boolean {
+    return stored.startsWith(SEALED);
+  }
+
   seal(secret: string, webhookId: string): string {
     if (this.key === null) return `${PLAIN}${secret}`;
     const iv = randomBytes(IV_BYTES);

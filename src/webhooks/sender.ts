@@ -29,6 +29,8 @@ export interface WebhookAttempt {
   durationMs: number;
   error?: string;
   responseSnippet?: string;
+  /** The address policy refused the target (after DNS resolution, or a literal address): nothing was sent. */
+  refused?: true;
 }
 
 class AttemptTimeout extends Error {}
@@ -44,6 +46,8 @@ const NETWORK_ERRORS: Readonly<Record<string, string>> = {
   UND_ERR_CLOSED: 'the sender is closed',
   UND_ERR_DESTROYED: 'the sender is closed',
 };
+/** WebhookAddressError's code: checkedLookup refused every address the name resolved to. */
+const REFUSED_CODE = 'EWEBHOOKADDRESS';
 const TIMEOUT_CODES = new Set(['UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']);
 
 function errorCode(error: unknown): string | undefined {
@@ -90,7 +94,7 @@ export class WebhookSender {
     // Literal addresses never reach `lookup` (net.connect skips it), so they are checked here, as
     // are URLs registered while private targets were allowed.
     const checked = checkWebhookUrl(request.url, { allowPrivate: this.#allowPrivate });
-    if (!checked.ok) return { durationMs: elapsed(), error: checked.reason };
+    if (!checked.ok) return { durationMs: elapsed(), error: checked.reason, refused: true };
     const { url } = checked;
 
     const controller = new AbortController();
@@ -111,9 +115,10 @@ export class WebhookSender {
       return { status, durationMs: elapsed(), responseSnippet };
     } catch (error) {
       const failure = this.#describe(error, url, controller.signal.aborted);
-      return status === undefined
-        ? { durationMs: elapsed(), error: failure }
-        : { status, durationMs: elapsed(), error: failure };
+      if (status !== undefined) return { status, durationMs: elapsed(), error: failure };
+      return errorCode(error) === REFUSED_CODE
+        ? { durationMs: elapsed(), error: failure, refused: true }
+        : { durationMs: elapsed(), error: failure };
     } finally {
       clearTimeout(timer);
     }

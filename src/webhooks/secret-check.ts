@@ -1,0 +1,50 @@
+import type { FastifyBaseLogger } from 'fastify';
+import { failureFields, type WebhookStore } from '../store/store.js';
+import type { SecretBox } from './secret-box.js';
+
+/** The most webhook ids one line names; the count is always whole. */
+const MAX_IDS = 50;
+
+/**
+ * At start, every stored webhook secret is opened once with this SECRETS_KEY (CONTRACT.md 1.2.0,
+ * Logs): a key that was lost, changed or left unset shows as one `error` line naming how many
+ * webhooks and which, before any delivery fails for it. Never a secret, nor the key. Secrets stored
+ * unencrypted while a key is set (made before it was) still open, and are one `warn` line.
+ */
+export async function checkStoredSecrets(
+  store: Pick<WebhookStore, 'listWebhooks'>,
+  box: SecretBox,
+  log: FastifyBaseLogger,
+): Promise<void> {
+  let webhooks;
+  try {
+    webhooks = await store.listWebhooks(null);
+  } catch (error) {
+    log.warn(failureFields(error), 'could not read the webhooks to check their secrets at start');
+    return;
+  }
+  const closed: string[] = [];
+  const plain: string[] = [];
+  for (const webhook of webhooks) {
+    try {
+      box.open(webhook.secret, webhook.id);
+      if (box.encrypts && !box.isSealed(webhook.secret)) plain.push(webhook.id);
+    } catch {
+      closed.push(webhook.id);
+    }
+  }
+  if (closed.length > 0) {
+    log.error(
+      { webhooks: closed.length, ids: closed.slice(0, MAX_IDS), secretsKey: box.encrypts ? 'set' : 'not set' },
+      box.encrypts
+        ? 'webhook secrets do not open with this SECRETS_KEY: their deliveries fail until the key that sealed them is set'
+        : 'webhook secrets are encrypted and SECRETS_KEY is not set: their deliveries fail until the key that sealed them is set',
+    );
+  }
+  if (plain.length > 0) {
+    log.warn(
+      { webhooks: plain.length, ids: plain.slice(0, MAX_IDS) },
+      'webhook secrets stored unencrypted though SECRETS_KEY is set (made before it was); a new secret is sealed',
+    );
+  }
+}
