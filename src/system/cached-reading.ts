@@ -55,10 +55,8 @@ export class CachedReading<T> {
 
 async function waitAtMost(work: Promise<void>, ms: number): Promise<void> {
   let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<void>((resolve) => {
-    timer = setTimeout(resolve, ms);
-    timer.unref();
-  });
+  // Not unref'd: a scrape is waiting on it, and it is cleared as soon as the work ends.
+  const late = new Promise<void>((resolve) => (timer = setTimeout(resolve, ms)));
   try {
     await Promise.race([work, late]);
   } finally {

@@ -39,6 +39,7 @@ export class EventSeries {
       registers,
     });
     // Every result from 0, so that rate() sees the first one; bound once, so an attempt costs no label lookup.
+    for (const result of ATTEMPT_RESULT_KINDS) counter.inc({ result }, 0);
     this.attempts = Object.fromEntries(ATTEMPT_RESULT_KINDS.map((kind) => [kind, counter.labels(kind)])) as Record<
       AttemptResultKind,
       Counter.Internal

@@ -174,11 +174,13 @@ describe('WebhookSender', () => {
     const result = await sender().send({ url: `http://127.0.0.1:${closed.port}/`, ...delivery });
     assert.equal(result.error, 'connection refused');
     assert.equal(result.status, undefined);
+    assert.equal(result.refused, undefined, 'a network error, not a refusal by the policy');
   });
 
   test('reports a name that does not resolve', async () => {
     const result = await sender({ resolve: resolver({}) }).send({ url: 'http://nowhere.test/', ...delivery });
     assert.equal(result.error, 'host nowhere.test not found');
+    assert.equal(result.refused, undefined);
   });
 
   test('refuses a name that resolves to a non-public address, opening no connection', async () => {
@@ -195,6 +197,7 @@ describe('WebhookSender', () => {
           : 'the webhook URL must use https',
       );
       assert.equal(result.status, undefined);
+      assert.equal(result.refused, true, 'a refusal, as the metrics count it');
     }
     assert.deepEqual(resolve.calls, ['hooks.example.com']);
     assert.equal(receiver.connections, 0);
@@ -209,6 +212,7 @@ describe('WebhookSender', () => {
         ...delivery,
       });
       assert.match(result.error ?? '', /^the webhook URL must point at a public address, not .* \(loopback\)$/, host);
+      assert.equal(result.refused, true, host);
     }
     assert.deepEqual(resolve.calls, []);
     assert.equal(receiver.connections, 0);
