@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { ConfigError, loadConfig } from '../../src/config.js';
+import { settingsSummary } from '../../src/launch.js';
 
 /** Asserts that loading `env` fails with a ConfigError whose message names `setting`. */
 function refuses(env: Record<string, string>, setting: string): void {
@@ -157,6 +158,24 @@ describe('loadConfig: MAX_EVENT_LOOP_DELAY (overload)', () => {
     assert.equal(loadConfig({ MAX_EVENT_LOOP_DELAY: 'off' }).maxEventLoopDelayMs, 0);
     assert.equal(loadConfig({ MAX_EVENT_LOOP_DELAY: 'OFF' }).maxEventLoopDelayMs, 0);
     refuses({ MAX_EVENT_LOOP_DELAY: 'fast' }, 'MAX_EVENT_LOOP_DELAY');
+  });
+});
+
+describe('loadConfig: WEBHOOK_DELIVERY', () => {
+  test('is on by default, reads on and off in any case, and says which in the start-up summary', () => {
+    assert.equal(loadConfig({}).events.delivery, true);
+    assert.equal(loadConfig({ WEBHOOK_DELIVERY: 'on' }).events.delivery, true);
+    assert.equal(loadConfig({ WEBHOOK_DELIVERY: 'off' }).events.delivery, false);
+    assert.equal(loadConfig({ WEBHOOK_DELIVERY: ' OFF ' }).events.delivery, false);
+    assert.equal(settingsSummary(loadConfig({})).webhookDelivery, 'on');
+    assert.equal(settingsSummary(loadConfig({ WEBHOOK_DELIVERY: 'off' })).webhookDelivery, 'off');
+  });
+
+  test('refuses anything else, naming WEBHOOK_DELIVERY and its values', () => {
+    for (const value of ['0', '1', 'false', 'no', '', 'of']) {
+      refuses({ WEBHOOK_DELIVERY: value }, 'WEBHOOK_DELIVERY');
+      assert.throws(() => loadConfig({ WEBHOOK_DELIVERY: value }), /"on" .* or "off"; got "/);
+    }
   });
 });
 
