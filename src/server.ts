@@ -84,8 +84,12 @@ export async function serve(config: Config): Promise<void> {
     requests += 1;
   });
   await checkStoredSecrets(store, new SecretBox(config.events.secretsKey), app.log);
-  const events = startEventSide(store, config.events, app.log, () => requests, (result, seconds) =>
-    app.metrics.observeAttempt(result, seconds),
+  const events = startEventSide(
+    store,
+    config.events,
+    app.log,
+    () => requests,
+    (result, seconds) => app.metrics.observeAttempt(result, seconds),
   );
 
   let stopping = false;

@@ -61,7 +61,7 @@ test('secrets sealed with another key: one error line naming how many and which,
   assert.equal(lines.length, 1, JSON.stringify(lines));
   const [line] = lines;
   assert.equal(line?.level, 'error');
-  assert.match(line!.message, /do not open with this SECRETS_KEY/);
+  assert.match(line.message, /do not open with this SECRETS_KEY/);
   assert.deepEqual(line?.fields, { webhooks: 2, ids: [ids[0], ids[2]].sort(), secretsKey: 'set' });
   assert.ok(!JSON.stringify(lines).includes(SECRET.slice(6)), 'no secret in the log');
 });
