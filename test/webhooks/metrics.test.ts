@@ -30,6 +30,17 @@ async function until<T>(what: string, probe: () => Promise<T | undefined>): Prom
   }
 }
 
+/**
+ * Listens on a loopback address and answers its URL. By the name `localhost`: in the PostgreSQL
+ * rerun this file shares its process with webhook-api.test.ts, whose DNS guard lets only that
+ * name through, and `listen` looks up even an address.
+ */
+async function listenOnLoopback(server: Server): Promise<string> {
+  await new Promise<void>((resolve) => server.listen(0, 'localhost', resolve));
+  const { address, port } = server.address() as AddressInfo;
+  return `http://${address.includes(':') ? `[${address}]` : address}:${port}`;
+}
+
 /** Steps run at the end of a test, the last added first (t.after runs its hooks in the order added). */
 function cleanup(t: TestContext): (step: () => unknown) => void {
   const steps: Array<() => unknown> = [];
@@ -49,21 +60,20 @@ async function receiver(
     req.resume();
     req.on('end', () => res.writeHead(statuses[Math.min(hits++, statuses.length - 1)]!).end());
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const origin = await listenOnLoopback(server);
   atEnd(() => {
     server.closeAllConnections(); // the sender's keep-alive connections
     return new Promise((resolve) => server.close(resolve));
   });
-  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`, hits: () => hits };
+  return { url: `${origin}/hook`, hits: () => hits };
 }
 
-/** A port of 127.0.0.1 where nothing listens any more. */
-async function closedPort(): Promise<number> {
+/** A loopback URL where nothing listens any more. */
+async function closedUrl(): Promise<string> {
   const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
+  const origin = await listenOnLoopback(server);
   await new Promise((resolve) => server.close(resolve));
-  return port;
+  return `${origin}/hook`;
 }
 
 async function scrape(h: TestApp): Promise<string> {
@@ -102,7 +112,7 @@ test('counts each attempt by result and times it; failing deliveries are the bac
   const gone = await receiver(atEnd, [410]);
   const ids = {
     okThenError: await subscribe(h, token, okThenError.url),
-    closed: await subscribe(h, token, `http://127.0.0.1:${await closedPort()}/hook`),
+    closed: await subscribe(h, token, await closedUrl()),
     // Resolved by the strict sender below to a loopback address, which the policy refuses.
     refused: await subscribe(h, token, 'https://refused.test/hook'),
     gone: await subscribe(h, token, gone.url, ['plant.deleted']),
