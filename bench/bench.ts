@@ -5,9 +5,10 @@
 // to core 1 (50 connections), alternating A/B, after a warm-up. Any error or non-2xx answer fails the run.
 // Settings: BENCH_DURATION (seconds per run, default 10), BENCH_ROUNDS (default 2),
 // BENCH_DATABASE_URL (PostgreSQL to use; default: a throwaway embedded server),
-// BENCH_SKIP=sqlite,postgres,api,compression,scale,workers,events (api: the five GET/POST/DELETE/mix rows;
+// BENCH_SKIP=sqlite,postgres,api,compression,scale,workers,events,events-cost (api: the five GET/POST/DELETE/mix rows;
 // compression: the 100-plant page with and without gzip, a poll answered 304, bytes on the wire).
-// The event side's scenarios (webhooks, the change feed) are bench/events.ts, run after each engine's own.
+// The event side's scenarios (webhooks, the change feed) are bench/events.ts, run after each engine's own,
+// then bench/cost-ab.ts (events-cost: POST with a webhook, this build against the 1.1.0 build).
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -16,6 +17,7 @@ import { cpus, totalmem, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startThrowawayPostgres } from '../test/support/postgres.js';
+import { costDatabases, costScenario } from './cost-ab.js';
 import { eventScenarios } from './events.js';
 import { type WrkResult as Result, wrk as wrkFor } from './wrk.js';
 
@@ -357,6 +359,12 @@ async function suite(engine: string, env: NodeJS.ProcessEnv): Promise<void> {
     const events = await eventScenarios(engine, env);
     rows.push(...events.rows);
     notes.push(...events.notes);
+  }
+
+  if (!SKIP.has('events-cost')) {
+    const cost = await costScenario(engine, await costDatabases(env));
+    rows.push(...cost.rows);
+    notes.push(...cost.notes);
   }
 }
 

@@ -56,10 +56,10 @@ import { type WrkResult, wrk as wrkFor } from './wrk.js';
 
 const THIS = fileURLToPath(import.meta.url);
 const BIN = fileURLToPath(new URL('../bin/plant-store.js', import.meta.url));
-const RECEIVER = fileURLToPath(new URL('./receiver.mjs', import.meta.url));
+export const RECEIVER = fileURLToPath(new URL('./receiver.mjs', import.meta.url));
 const DURATION = Number(process.env.BENCH_DURATION ?? 10);
 /** wrk -t1 -c50 pinned to core 1, as bench.ts runs it (bench/wrk.ts). */
-const wrk = (url: string, lua: string, seconds = DURATION): Promise<WrkResult> => wrkFor(url, lua, seconds);
+export const wrk = (url: string, lua: string, seconds = DURATION): Promise<WrkResult> => wrkFor(url, lua, seconds);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const RATE = Number(process.env.BENCH_EVENTS_RATE ?? 1000);
 /** Seconds of the same paced load before the measured ones. */
@@ -80,20 +80,20 @@ process.once('exit', () => {
   for (const child of children) child.kill('SIGKILL');
 });
 
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
-const loadAverage = (): string => readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
+export const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+export const loadAverage = (): string => readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
 const rss = (pid: number): number =>
   Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) / 1024;
 
 /** The nearest-rank percentile (p in 0–100) of values, in their unit; NaN when there are none. */
-function percentile(values: readonly number[], p: number): number {
+export function percentile(values: readonly number[], p: number): number {
   if (values.length === 0) return Number.NaN;
   const sorted = Float64Array.from(values).sort();
   return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))]!;
 }
-const median = (values: number[]): number => percentile(values, 50);
+export const median = (values: number[]): number => percentile(values, 50);
 
-interface Server {
+export interface Server {
   readonly url: string;
   readonly port: number;
   readonly child: ChildProcess;
@@ -103,7 +103,7 @@ interface Server {
 }
 
 /** A child pinned to `cores` that logs to a file; ready when `ready` matches the log (its group 1 is the port). */
-async function start(
+export async function start(
   dir: string,
   command: string[],
   env: NodeJS.ProcessEnv,
@@ -193,7 +193,7 @@ const addWebhook = (env: NodeJS.ProcessEnv, subject: string, url: string): strin
   (JSON.parse(cli(['webhooks', 'add', '--subject', subject, '--url', url, '--json'], env)) as { id: string }).id;
 const removeWebhook = (env: NodeJS.ProcessEnv, id: string): void => void cli(['webhooks', 'remove', id], env);
 
-interface ReceiverStats {
+export interface ReceiverStats {
   count: number;
   unique: number;
   first: number;
@@ -202,11 +202,11 @@ interface ReceiverStats {
 async function receiverCall<T>(receiver: Server, path: string): Promise<T> {
   return (await (await fetch(`${receiver.url}${path}`)).json()) as T;
 }
-const stats = (receiver: Server): Promise<ReceiverStats> => receiverCall<ReceiverStats>(receiver, '/__stats');
-const resetReceiver = (receiver: Server): Promise<unknown> => receiverCall(receiver, '/__reset');
+export const stats = (receiver: Server): Promise<ReceiverStats> => receiverCall<ReceiverStats>(receiver, '/__stats');
+export const resetReceiver = (receiver: Server): Promise<unknown> => receiverCall(receiver, '/__reset');
 
 /** Waits until the receiver has `unique` plants, or the deadline passes; answers its stats then. */
-async function waitForDeliveries(receiver: Server, unique: number, timeoutMs: number): Promise<ReceiverStats> {
+export async function waitForDeliveries(receiver: Server, unique: number, timeoutMs: number): Promise<ReceiverStats> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const s = await stats(receiver);
@@ -219,7 +219,7 @@ async function waitForDeliveries(receiver: Server, unique: number, timeoutMs: nu
  * Lua for wrk: POST /plants with ids `<prefix><n as 9 digits>`, built as text. Lua's numbers are
  * doubles and print with 14 significant digits, so arithmetic on a large base would repeat ids.
  */
-function postScript(dir: string, token: string, prefix: string): string {
+export function postScript(dir: string, token: string, prefix: string): string {
   const file = join(dir, `post-${prefix}.lua`);
   writeFileSync(
     file,
@@ -232,12 +232,12 @@ function postScript(dir: string, token: string, prefix: string): string {
 /** Ids of this run: 19 digits from 7…, distinct per run (the second of the run) and per use. */
 const runStamp = String(Math.floor(Date.now() / 1000) % 1_000_000).padStart(6, '0');
 let uses = 0;
-const nextPrefix = (): string => `7${runStamp}${String(++uses).padStart(3, '0')}`;
+export const nextPrefix = (): string => `7${runStamp}${String(++uses).padStart(3, '0')}`;
 
 /** Infinity is a delivery or event that never arrived (within the wait); it counts in the percentiles as such. */
-const fmt = (n: number, digits = 2): string =>
+export const fmt = (n: number, digits = 2): string =>
   n === Infinity ? '∞ (not received)' : Number.isFinite(n) ? n.toFixed(digits) : '—';
-const int = (n: number): string => (Number.isFinite(n) ? Math.round(n).toLocaleString('en-US') : '—');
+export const int = (n: number): string => (Number.isFinite(n) ? Math.round(n).toLocaleString('en-US') : '—');
 
 export interface EventResults {
   /** Rows of bench.ts's table: engine, scenario, then 7 cells. */
@@ -531,7 +531,7 @@ export async function eventScenarios(engine: string, env: NodeJS.ProcessEnv): Pr
  * scenario, and plans made without statistics, weigh on the next, as in no deployment. Answers
  * whether it ran.
  */
-async function vacuumIfNoAutovacuum(env: NodeJS.ProcessEnv): Promise<boolean> {
+export async function vacuumIfNoAutovacuum(env: NodeJS.ProcessEnv): Promise<boolean> {
   const url = env.DATABASE_URL!;
   if (url.startsWith('sqlite:')) return false;
   const client = new pg.Client({ connectionString: url });
