@@ -1,6 +1,13 @@
 import type { RouteOptions } from 'fastify';
 import { EXAMPLE_PLANT, ErrorSchema, NewPlant, Plant } from '../plants/plant.schema.js';
-import { CreatedWebhookSchema, DeliverySchema, NewWebhookSchema, WebhookSchema } from '../webhooks/webhook.schema.js';
+import { AttemptSchema, DeliverySchema } from '../webhooks/delivery.schema.js';
+import {
+  CreatedWebhookSchema,
+  NewWebhookSchema,
+  RotatedWebhookSchema,
+  WebhookPatchSchema,
+  WebhookSchema,
+} from '../webhooks/webhook.schema.js';
 import { REALM } from '../auth/authenticate.js';
 
 /**
@@ -19,9 +26,22 @@ const NAMED: ReadonlyArray<[string, { readonly properties: unknown }]> = [
   ['NewWebhook', NewWebhookSchema],
   ['CreatedWebhook', CreatedWebhookSchema],
   ['Delivery', DeliverySchema],
+  ['WebhookPatch', WebhookPatchSchema],
+  ['RotatedWebhook', RotatedWebhookSchema],
+  ['DeliveryAttempt', AttemptSchema],
 ];
 
-const plain = (schema: unknown): Json => JSON.parse(JSON.stringify(schema)) as Json;
+/**
+ * A route schema as OpenAPI 3.1 writes it: the serializer's `nullable: true` (which it needs for a
+ * bigint that may be null, delivery.schema.ts) becomes a type list with "null".
+ */
+const plain = (schema: unknown): Json =>
+  JSON.parse(JSON.stringify(schema), (_key, value: unknown) => {
+    if (value === null || typeof value !== 'object' || Array.isArray(value)) return value;
+    const { nullable, ...rest } = value as Json;
+    if (nullable !== true || typeof rest.type !== 'string') return value;
+    return { ...rest, type: [rest.type, 'null'] };
+  }) as Json;
 
 /** A schema with the named shapes replaced by references to them. */
 function refs(schema: Json): Json {

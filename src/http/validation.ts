@@ -54,7 +54,12 @@ function makeAjv(): Ajv {
     useDefaults: true,
     coerceTypes: false,
     strict: false,
-    formats: { int32: true, int64: true }, // OpenAPI's numeric formats; the keywords above enforce them
+    // OpenAPI's numeric formats (the keywords above enforce them), and RFC 3339 §5.6 date-time.
+    formats: {
+      int32: true,
+      int64: true,
+      'date-time': /^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:[Zz]|[+-]\d{2}:\d{2})$/,
+    },
     // parentSchema in errors lets the error handler quote a field's description.
     verbose: true,
   });

@@ -15,6 +15,7 @@ import {
   type DeliveryRecord,
   EVENT_TYPES,
   type EventRecord,
+  type NewWebhookRecord,
   type PlantRecord,
   type Store,
   type WebhookRecord,
@@ -95,7 +96,7 @@ const plant = (id: bigint, owner = 'alice', name = `plant ${id}`, tag: string | 
   tag,
 });
 
-const webhook = (id: string, owner: string, over: Partial<WebhookRecord> = {}): WebhookRecord => ({
+const webhook = (id: string, owner: string, over: Partial<NewWebhookRecord> = {}): NewWebhookRecord => ({
   id,
   owner,
   allPlants: false,
@@ -115,6 +116,8 @@ const delivered: AttemptOutcome = {
   healthy: true,
   disable: null,
   disableWhenFailingForMs: 5 * DAY,
+  durationMs: 12,
+  response: 'ok',
 };
 const retryIn = (retryInMs: number, disableWhenFailingForMs = 5 * DAY): AttemptOutcome => ({
   status: 'pending',
@@ -124,6 +127,8 @@ const retryIn = (retryInMs: number, disableWhenFailingForMs = 5 * DAY): AttemptO
   healthy: false,
   disable: null,
   disableWhenFailingForMs,
+  durationMs: 34,
+  response: null,
 });
 const failed: AttemptOutcome = {
   ...retryIn(0),
@@ -393,7 +398,7 @@ for (const engine of engines) {
         await store.createPlant(plant(1n, 'alice'));
         const [d1] = await claim(store, 'h');
         await store.createPlant(plant(2n, 'alice')); // committed while active, not yet fanned out
-        await store.recordAttempt(d1!.id, 'h', { ...failed, disable: 'the receiver answered 410 Gone' });
+        await store.recordAttempt(d1!.id, 'h', { ...failed, disable: 'gone' as const });
         assert.equal(await statusOf(store, 'wh-1'), 'disabled');
         await store.createPlant(plant(3n, 'alice')); // while disabled
         assert.deepEqual(await claim(store, 'h'), [], 'a disabled webhook’s deliveries are not claimed');
@@ -440,10 +445,10 @@ for (const engine of engines) {
         await h.sql(`SELECT pg_advisory_xact_lock(${EVENT_ORDER_LOCK})`);
         await h.sql(`INSERT INTO events (type, owner, plant_id, payload, created_at)
           VALUES ('plant.created', 'alice', 2, '{"id":2,"name":"plant 2"}', 0)`);
-        const recorded = store.recordAttempt(d1!.id, 'h', { ...failed, disable: 'the receiver answered 410 Gone' });
+        const recorded = store.recordAttempt(d1!.id, 'h', { ...failed, disable: 'gone' as const });
         await sleep(200); // the disable waits for the create's commit
         await h.sql('COMMIT');
-        assert.equal(await recorded, true);
+        assert.equal(await recorded, 'disabled');
         assert.equal(await statusOf(store, 'wh-1'), 'disabled');
         const [e1, e2] = (await allEvents(store)).map((e) => e.id);
         assert.deepEqual(
@@ -485,14 +490,26 @@ for (const engine of engines) {
     });
 
     withStore('listWebhooks answers the owner’s webhooks oldest first, or everyone’s', async ({ store }) => {
-      const given = [webhook('wh-1', 'alice'), webhook('wh-2', 'bob', { allPlants: true }), webhook('wh-3', 'alice')];
+      const given = [
+        webhook('wh-1', 'alice'),
+        webhook('wh-2', 'bob', { allPlants: true, description: 'CRM sync 🌿' }),
+        webhook('wh-3', 'alice'),
+      ];
       for (const w of given) await store.createWebhook({ ...w, events: ['plant.deleted'] }, 20);
       // createdAt may be the store's own clock (PostgreSQL stamps it); everything else is kept.
       const shape = ({ createdAt, ...rest }: WebhookRecord) => {
         assert.equal(typeof createdAt, 'number');
         return rest;
       };
-      const expected = given.map(({ createdAt: _c, ...rest }) => ({ ...rest, events: ['plant.deleted'] }));
+      const expected = given.map(({ createdAt: _c, ...rest }) => ({
+        ...rest,
+        events: ['plant.deleted'],
+        description: rest.description ?? '',
+        failingSince: null,
+        disabledReason: null,
+        previousSecret: null,
+        previousSecretUntil: null,
+      }));
       assert.deepEqual((await store.listWebhooks('alice')).map(shape), [expected[0], expected[2]]);
       assert.deepEqual((await store.listWebhooks(null)).map(shape), expected);
       assert.deepEqual(await store.listWebhooks('carol'), []);
@@ -537,8 +554,16 @@ for (const engine of engines) {
         eventId: event!.id,
         type: 'plant.created',
         attempts: 0,
+        scheduleFrom: 0,
         payload: '{"id":9223372036854775807,"name":"x"}',
-        webhook: { id: 'wh-1', url: 'https://hooks.example/wh-1', secret: 'whsec_wh-1' },
+        webhook: {
+          id: 'wh-1',
+          owner: 'alice',
+          url: 'https://hooks.example/wh-1',
+          secret: 'whsec_wh-1',
+          previousSecret: null,
+          previousSecretUntil: null,
+        },
       };
       assert.deepEqual(await claim(store, 'h1'), [expected]);
       assert.deepEqual(await claim(other, 'h2'), []);
@@ -700,8 +725,8 @@ for (const engine of engines) {
       await store.createPlant(plant(1n, 'alice'));
       await store.createPlant(plant(2n, 'alice'));
       const [d1] = await claim(store, 'h', 1);
-      const gone = { ...failed, lastStatus: 410, disable: 'the receiver answered 410 Gone' };
-      assert.equal(await store.recordAttempt(d1!.id, 'h', gone), true);
+      const gone = { ...failed, lastStatus: 410, disable: 'gone' as const };
+      assert.equal(await store.recordAttempt(d1!.id, 'h', gone), 'disabled', 'recorded, and it disabled the webhook');
       assert.equal(await statusOf(store, 'wh-1'), 'disabled');
       assert.deepEqual(await claim(store, 'h'), []);
       assert.equal(await store.enableWebhook('wh-1', 'alice'), true);
@@ -715,9 +740,11 @@ for (const engine of engines) {
       const attempt = async (owner: string, outcome: AttemptOutcome) => {
         const d = (await claim(store, 'h')).find((c) => c.webhook.id === owner);
         assert.ok(d, `${owner}'s delivery is due`);
-        assert.equal(await store.recordAttempt(d.id, 'h', outcome), true);
+        const recorded = await store.recordAttempt(d.id, 'h', outcome);
         await store.releaseLeases('h'); // the other webhooks' deliveries
-        return statusOf(store, owner);
+        const status = await statusOf(store, owner);
+        assert.equal(recorded, status === 'disabled' ? 'disabled' : true, 'the record that disabled it says so');
+        return status;
       };
       const webhookOf = async (owner: string) => {
         await store.createWebhook(webhook(owner, owner), 20);
@@ -818,7 +845,7 @@ for (const engine of engines) {
       await store.createPlant(plant(2n, 'alice'));
       await store.recordAttempt((await claim(store, 'h'))[0]!.id, 'h', {
         ...failed,
-        disable: 'the receiver answered 410 Gone',
+        disable: 'gone' as const,
       });
       await store.createPlant(plant(3n, 'alice'));
       // An event not yet fanned out is work due now while a webhook is active, whoever it is owed to.

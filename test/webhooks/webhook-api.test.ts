@@ -49,7 +49,7 @@ const ALL = [...READ_WRITE, ...WEBHOOKS];
 const ADMIN = ['plants:admin', ...WEBHOOKS];
 const URL_1 = 'https://hooks.example.com/plants';
 const BOTH = ['plant.created', 'plant.deleted'];
-const WEBHOOK_KEYS = ['createdAt', 'events', 'id', 'status', 'url'];
+const WEBHOOK_KEYS = ['createdAt', 'description', 'disabledReason', 'events', 'failingSince', 'id', 'status', 'url'];
 const DELIVERY_KEYS = [
   'attempts',
   'createdAt',
@@ -183,7 +183,7 @@ async function plant(h: TestApp, token: string, id: string, name = `plant ${id}`
 }
 
 /** Makes the store record one failed attempt of the webhook's due delivery, as a dispatcher would. */
-async function failOneAttempt(h: TestApp, lastStatus: number, disable: string | null = null): Promise<string> {
+async function failOneAttempt(h: TestApp, lastStatus: number, disable: 'gone' | null = null): Promise<string> {
   const [claimed] = await h.store.claimDeliveries('test-dispatcher', 60_000, 1, 16, new Map());
   assert.ok(claimed, 'a due delivery to claim');
   const outcome = {
@@ -194,6 +194,8 @@ async function failOneAttempt(h: TestApp, lastStatus: number, disable: string | 
     healthy: false,
     disable,
     disableWhenFailingForMs: FIVE_DAYS,
+    durationMs: 5,
+    response: null,
   };
   assert.ok(await h.store.recordAttempt(claimed.id, 'test-dispatcher', outcome));
   return String(claimed.id);
@@ -692,11 +694,13 @@ describe('POST /webhooks/{id}/deliveries/{deliveryId}/retry and POST /webhooks/{
     const { h, alice } = await users(t);
     const { secret: _secret, ...created } = await createWebhook(h, alice);
     await plant(h, alice, '1');
-    await failOneAttempt(h, 410, 'the receiver answered 410 Gone');
+    await failOneAttempt(h, 410, 'gone');
     const [disabled] = await webhooksOf(h, alice);
     assert.equal(disabled!.status, 'disabled');
     const enabled = assertWebhook(assertJson(await enable(h, alice, created.id), 200));
-    assert.deepEqual(enabled, { ...disabled, status: 'active' });
+    assert.equal(disabled!.disabledReason, 'gone');
+    assert.ok(isIso(disabled!.failingSince), 'failing since the 410');
+    assert.deepEqual(enabled, { ...disabled, status: 'active', disabledReason: null, failingSince: null });
     assert.deepEqual(await webhooksOf(h, alice), [enabled]);
     // Enabling an active webhook changes nothing.
     assert.deepEqual(assertJson(await enable(h, alice, created.id), 200), enabled);
