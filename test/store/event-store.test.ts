@@ -921,4 +921,108 @@ for (const engine of engines) {
       assert.equal(await store.pruneEvents(7 * DAY, 10), 1);
     });
   });
+
+  describe(`${engine.name}: webhook management (interface 1.2.0)`, () => {
+    test('recoverDeliveries puts 10,000 failed deliveries back in one statement, their schedule started over', async (t) => {
+      const h = await engine.open();
+      t.after(() => h.close());
+      const { store } = h;
+      await store.createWebhook(webhook('wh-1', 'alice'), 20);
+      await store.createWebhook(webhook('wh-2', 'alice'), 20);
+      const plants = Array.from({ length: 10_100 }, (_, i) => plant(BigInt(i + 1), 'alice'));
+      for (let i = 0; i < plants.length; i += 2000) await store.insertBatch(plants.slice(i, i + 2000));
+      await store.claimDeliveries('h', 60_000, 1, 1, new Map(), 50_000); // fans every event out
+      await store.releaseLeases('h');
+      await h.sql(`UPDATE deliveries SET status = 'failed', attempts = 8, next_attempt_at = NULL, created_at = 5000`);
+      await h.sql(`UPDATE deliveries SET created_at = 4999 WHERE event_id <= 100`); // before `since`
+      const started = performance.now();
+      const requeued = await store.recoverDeliveries('wh-1', 'alice', 5000);
+      const ms = performance.now() - started;
+      t.diagnostic(`${engine.name}: recover of 10,000 failed deliveries took ${ms.toFixed(1)} ms`);
+      assert.equal(requeued, 10_000);
+      const counts = await h.sql(`SELECT webhook_id, status, schedule_from, count(*) AS n FROM deliveries
+        GROUP BY webhook_id, status, schedule_from ORDER BY webhook_id, status`);
+      assert.deepEqual(
+        counts.map((r) => [r.webhook_id, r.status, Number(r.schedule_from), Number(r.n)]),
+        [
+          ['wh-1', 'failed', 0, 100],
+          ['wh-1', 'pending', 8, 10_000],
+          ['wh-2', 'failed', 0, 10_100],
+        ],
+        'only wh-1’s, only those since; attempts kept, the schedule counted from them',
+      );
+      const [first] = await store.claimDeliveries('h', 60_000, 1, 1, new Map());
+      assert.deepEqual([first!.attempts, first!.scheduleFrom], [8, 8]);
+      assert.equal(await store.recoverDeliveries('wh-1', 'bob', 0), undefined, 'another owner’s: no such webhook');
+      assert.equal(await store.recoverDeliveries('wh-9', null, 0), undefined);
+    });
+
+    withStore(
+      'each attempt is logged with its record, newest first; pruned with its delivery, deleted with its webhook',
+      async (h) => {
+        const { store } = h;
+        await store.createWebhook(webhook('wh-1', 'alice'), 20);
+        for (let i = 1n; i <= 12n; i++) await store.createPlant(plant(i, 'alice'));
+        const first = await claim(store, 'h');
+        assert.equal(first.length, 12);
+        // Twelve at once: on PostgreSQL, delivered records go in batches, their log lines with them.
+        const [one, ...rest] = first;
+        assert.equal(await store.recordAttempt(one!.id, 'h', retryIn(0)), true);
+        await Promise.all(rest.map((d) => store.recordAttempt(d.id, 'h', delivered)));
+        const [again] = await claim(store, 'h');
+        assert.equal(again!.id, one!.id);
+        assert.equal(await store.recordAttempt(one!.id, 'h', delivered), true);
+        assert.deepEqual(await store.listAttempts('wh-1', one!.id, 'alice'), [
+          {
+            attempt: 2,
+            at: (await store.listAttempts('wh-1', one!.id, null))![0]!.at,
+            status: 200,
+            durationMs: 12,
+            error: null,
+            response: 'ok',
+          },
+          {
+            attempt: 1,
+            at: (await store.listAttempts('wh-1', one!.id, null))![1]!.at,
+            status: 503,
+            durationMs: 34,
+            error: 'the receiver answered 503',
+            response: null,
+          },
+        ]);
+        for (const d of rest) assert.equal((await store.listAttempts('wh-1', d.id, null))!.length, 1);
+        assert.equal(await store.listAttempts('wh-1', one!.id, 'bob'), undefined);
+        assert.equal(await store.listAttempts('wh-2', one!.id, null), undefined);
+        const count = async () => Number((await h.sql('SELECT count(*) AS n FROM delivery_attempts'))[0]!.n);
+        assert.equal(await count(), 13);
+        await h.sql(`UPDATE deliveries SET created_at = created_at - ${10 * DAY} WHERE id = ${one!.id}`);
+        await store.pruneEvents(7 * DAY, 100);
+        assert.equal(await count(), 11, 'the pruned delivery’s two attempts went with it');
+        assert.equal(await store.deleteWebhook('wh-1', 'alice'), true);
+        assert.equal(await count(), 0);
+      },
+    );
+
+    withStore(
+      'updateWebhook, rotateSecret and pingWebhook answer undefined for another owner’s webhook',
+      async ({ store }) => {
+        await store.createWebhook(webhook('wh-1', 'alice'), 20);
+        assert.equal(await store.updateWebhook('wh-1', 'bob', { description: 'x' }), undefined);
+        assert.equal(await store.rotateSecret('wh-1', 'bob', 'plain:x', null), undefined);
+        assert.equal(await store.pingWebhook('wh-1', 'bob'), undefined);
+        const [w] = await store.listWebhooks(null);
+        assert.deepEqual([w!.description, w!.secret, w!.previousSecret], ['', 'whsec_wh-1', null]);
+        assert.deepEqual(await store.listDeliveries('wh-1', null, 10), []);
+        const rotated = await store.rotateSecret('wh-1', 'alice', 'plain:new', 1234);
+        assert.deepEqual(
+          [rotated!.secret, rotated!.previousSecret, rotated!.previousSecretUntil],
+          ['plain:new', 'whsec_wh-1', 1234],
+        );
+        const updated = await store.updateWebhook('wh-1', null, { status: 'disabled' });
+        assert.deepEqual([updated!.disabled, updated!.webhook.disabledReason], [true, 'manual']);
+        const twice = await store.updateWebhook('wh-1', null, { status: 'disabled' });
+        assert.equal(twice!.disabled, false, 'already disabled: not disabled again');
+      },
+    );
+  });
 }
