@@ -162,6 +162,18 @@ describe('WebhookSender', () => {
     assert.ok(result.durationMs >= 290 && result.durationMs < 3000, `${result.durationMs} ms`);
   });
 
+  test('reads the first 1 KiB of an answer that never ends, and does not wait for more', async () => {
+    const receiver = await startReceiver((res) => {
+      res.writeHead(200, { 'content-type': 'text/plain' });
+      res.write('b'.repeat(2048));
+      const drip = setInterval(() => res.write('.'), 20);
+      res.on('close', () => clearInterval(drip));
+    });
+    const result = await sender().send({ url: `http://127.0.0.1:${receiver.port}/`, ...delivery });
+    assert.equal(result.error, undefined, 'not cut by the deadline: it stopped reading at 1 KiB');
+    assert.deepEqual([result.status, result.responseSnippet], [200, 'b'.repeat(1024)]);
+  });
+
   test('cuts a resolver that never answers at the deadline', async () => {
     const resolve: Resolve = () => new Promise(() => {});
     const result = await sender({ resolve }).send({ url: 'http://stuck.test/', ...delivery });
