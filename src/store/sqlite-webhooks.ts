@@ -77,7 +77,12 @@ export class SqliteWebhooks {
     return { webhook: this.find(id, owner)!, disabled };
   }
 
-  rotateSecret(id: string, owner: string | null, secret: string, previousUntil: number | null): WebhookRecord | undefined {
+  rotateSecret(
+    id: string,
+    owner: string | null,
+    secret: string,
+    previousUntil: number | null,
+  ): WebhookRecord | undefined {
     const row = this.sql.rotate.get({ id, owner, secret, until: previousUntil }) as WebhookRow | undefined;
     return row === undefined ? undefined : toWebhook(row);
   }

@@ -262,7 +262,12 @@ export interface WebhookStore {
    * A new signing secret (sealed); the current one signs too until `previousUntil` (null: from
    * now on only the new one). Undefined when there is no such webhook of this owner.
    */
-  rotateSecret(id: string, owner: string | null, secret: string, previousUntil: number | null): Promise<WebhookRecord | undefined>;
+  rotateSecret(
+    id: string,
+    owner: string | null,
+    secret: string,
+    previousUntil: number | null,
+  ): Promise<WebhookRecord | undefined>;
   /** A new ping delivery, due now whatever the webhook's status; undefined when there is no such webhook. */
   pingWebhook(id: string, owner: string | null): Promise<DeliveryRecord | undefined>;
   /**

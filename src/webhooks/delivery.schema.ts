@@ -107,7 +107,11 @@ export const RecoverSchema = Type.Object(
       examples: ['2025-03-01T06:00:00Z'],
     }),
   },
-  { additionalProperties: false, description: 'Which failed deliveries to send again.', examples: [{ since: '2025-03-01T06:00:00Z' }] },
+  {
+    additionalProperties: false,
+    description: 'Which failed deliveries to send again.',
+    examples: [{ since: '2025-03-01T06:00:00Z' }],
+  },
 );
 
 export const RecoveredSchema = Type.Object(

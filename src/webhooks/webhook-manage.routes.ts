@@ -3,7 +3,14 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Type from 'typebox';
 import { requireJson } from '../http/json-body.js';
 import { errorResponses } from '../http/responses.js';
-import { AttemptSchema, DeliveryParams, DeliverySchema, PING_EXAMPLE, RecoverSchema, RecoveredSchema } from './delivery.schema.js';
+import {
+  AttemptSchema,
+  DeliveryParams,
+  DeliverySchema,
+  PING_EXAMPLE,
+  RecoverSchema,
+  RecoveredSchema,
+} from './delivery.schema.js';
 import {
   RotateSecretSchema,
   RotatedWebhookSchema,

@@ -114,9 +114,7 @@ export const NewWebhookSchema = Type.Object(
   {
     additionalProperties: false,
     description: 'A webhook to create.',
-    examples: [
-      { url: EXAMPLE_WEBHOOK.url, events: EXAMPLE_WEBHOOK.events, description: EXAMPLE_WEBHOOK.description },
-    ],
+    examples: [{ url: EXAMPLE_WEBHOOK.url, events: EXAMPLE_WEBHOOK.events, description: EXAMPLE_WEBHOOK.description }],
   },
 );
 export type NewWebhookBody = Static<typeof NewWebhookSchema>;
@@ -128,7 +126,8 @@ export const WebhookPatchSchema = Type.Object(
     description: Type.Optional(Description),
     status: Type.Optional(
       Type.Union([Type.Literal('active'), Type.Literal('disabled')], {
-        description: '`disabled` pauses deliveries (disabledReason `manual`); `active` resumes them as POST …/enable does',
+        description:
+          '`disabled` pauses deliveries (disabledReason `manual`); `active` resumes them as POST …/enable does',
       }),
     ),
   },

@@ -18,7 +18,8 @@ import type { AttemptBody, DeliveryBody } from './delivery.schema.js';
 import { logDisabled } from './disabled-log.js';
 import type { SecretBox } from './secret-box.js';
 import { newWebhookSecret } from './signing.js';
-import type { WebhookBody, WebhookPatchBody } from './webhook.schema.js';
+import { DESCRIPTION_MAX, type WebhookBody, type WebhookPatchBody } from './webhook.schema.js';
+import { textPattern } from '../plants/plant.schema.js';
 
 const ALPHABET = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
 
@@ -72,6 +73,16 @@ function parseTime(text: string, what: string): number {
   return ms;
 }
 
+/** The rule the HTTP schema applies (webhook.schema.ts), for the CLI's descriptions too. */
+const DESCRIPTION_RULE = new RegExp(textPattern(DESCRIPTION_MAX, 0), 'u');
+
+function checkDescription(text: string | undefined): string | undefined {
+  if (text !== undefined && !DESCRIPTION_RULE.test(text)) {
+    throw new HttpError(400, `a description is at most ${DESCRIPTION_MAX} characters, without control characters`);
+  }
+  return text;
+}
+
 /** The default overlap of two secrets after a rotation: one day (CONTRACT.md 1.2.0). */
 export const DEFAULT_OVERLAP_SECONDS = 86_400;
 
@@ -109,7 +120,7 @@ export class WebhookService {
       status: 'active',
       secret: this.box.seal(secret, id),
       createdAt: this.clock(),
-      description: input.description ?? '',
+      description: checkDescription(input.description) ?? '',
     };
     if (!(await this.store.createWebhook(record, this.settings.maxWebhooksPerSubject))) {
       throw new HttpError(
@@ -117,8 +128,15 @@ export class WebhookService {
         `a subject may have at most ${this.settings.maxWebhooksPerSubject} webhooks; delete one first`,
       );
     }
-    const stored = { ...record, description: record.description ?? '', failingSince: null, disabledReason: null };
-    return { ...webhookBody({ ...stored, previousSecret: null, previousSecretUntil: null }), secret };
+    const stored: WebhookRecord = {
+      ...record,
+      description: record.description ?? '',
+      failingSince: null,
+      disabledReason: null,
+      previousSecret: null,
+      previousSecretUntil: null,
+    };
+    return { ...webhookBody(stored), secret };
   }
 
   private checkUrl(url: string): string {
@@ -137,11 +155,12 @@ export class WebhookService {
     patch: WebhookPatchBody,
     log?: Pick<FastifyBaseLogger, 'warn'>,
   ): Promise<WebhookBody> {
-    if (Object.keys(patch).length === 0) throw new HttpError(400, 'give at least one of url, events, description, status');
+    if (Object.keys(patch).length === 0)
+      throw new HttpError(400, 'give at least one of url, events, description, status');
     const change: WebhookPatch = {
       ...(patch.url !== undefined && { url: this.checkUrl(patch.url) }),
       ...(patch.events !== undefined && { events: inOrder(patch.events) }),
-      ...(patch.description !== undefined && { description: patch.description }),
+      ...(patch.description !== undefined && { description: checkDescription(patch.description) }),
       ...(patch.status !== undefined && { status: patch.status }),
     };
     const updated = await this.store.updateWebhook(id, owner, change);

@@ -125,7 +125,11 @@ test('Retry-After on a 429 or 503: seconds or an HTTP date, at least the schedul
   assert.equal(at('soon').retryInMs, 5_000, 'unreadable: ignored');
   assert.equal(at('120', 500).retryInMs, 5_000, 'only on 429 and 503');
   const last = at('120', 429, 8);
-  assert.deepEqual([last.status, last.retryInMs], ['failed', null], 'the schedule’s last attempt: failed, not extended');
+  assert.deepEqual(
+    [last.status, last.retryInMs],
+    ['failed', null],
+    'the schedule’s last attempt: failed, not extended',
+  );
   const ping = outcomeOf(1, { status: 500, durationMs: 3 }, settings, () => 0.5, { now, retries: false });
   assert.equal(ping.status, 'failed', 'a ping is attempted once');
   assert.equal(retryAfterMs('Wed, 21 Oct 2026 07:28:00 GMT', Date.parse('2026-10-21T07:27:00Z')), 60_000);

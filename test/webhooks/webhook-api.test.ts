@@ -70,6 +70,9 @@ interface WebhookJson {
   events: string[];
   status: string;
   createdAt: string;
+  description: string;
+  failingSince: string | null;
+  disabledReason: string | null;
 }
 type CreatedJson = WebhookJson & { secret: string };
 

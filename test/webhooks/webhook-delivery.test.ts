@@ -36,7 +36,11 @@ async function setup(t: Parameters<typeof deliveryHarness>[0], schedule?: readon
   const h = await deliveryHarness(t, schedule);
   const receiver = await new TestReceiver().start(t);
   const alice = await h.token('alice', SCOPES);
-  const created = await h.call(alice, { method: 'POST', url: '/webhooks', ...json(JSON.stringify({ url: receiver.url })) });
+  const created = await h.call(alice, {
+    method: 'POST',
+    url: '/webhooks',
+    ...json(JSON.stringify({ url: receiver.url })),
+  });
   assert.equal(created.statusCode, 201, created.payload);
   const { id, secret } = JSON.parse(created.payload) as { id: string; secret: string };
   return { h, receiver, alice, id, secret };
@@ -243,7 +247,11 @@ describe('the attempt log', () => {
     const hooks = (await h.call(alice, { method: 'GET', url: '/webhooks' })).payload;
     const { id } = (JSON.parse(hooks) as Array<{ id: string }>)[0]!;
     // Port 9 (discard) on loopback: nothing listens there in a test machine.
-    const moved = await h.call(alice, { method: 'PATCH', url: `/webhooks/${id}`, ...json('{"url":"http://127.0.0.1:9/x"}') });
+    const moved = await h.call(alice, {
+      method: 'PATCH',
+      url: `/webhooks/${id}`,
+      ...json('{"url":"http://127.0.0.1:9/x"}'),
+    });
     assert.equal(moved.statusCode, 200);
     h.dispatcher.start();
     await plant(h, alice, '1');

@@ -38,7 +38,10 @@ const call = (h: TestApp, token: string, method: 'POST' | 'PATCH' | 'GET', url: 
   h.call(token, { method, url, ...(payload === undefined ? {} : json(JSON.stringify(payload))) });
 
 async function createWebhook(h: TestApp, token: string, extra: Record<string, unknown> = {}) {
-  return body<WebhookJson & { secret: string }>(await call(h, token, 'POST', '/webhooks', { url: URL_1, ...extra }), 201);
+  return body<WebhookJson & { secret: string }>(
+    await call(h, token, 'POST', '/webhooks', { url: URL_1, ...extra }),
+    201,
+  );
 }
 
 const patch = (h: TestApp, token: string, id: string, payload: unknown) =>
@@ -147,7 +150,10 @@ describe('PATCH /webhooks/{id}', () => {
       const missing = await call(h, bob, method, `/webhooks/wh_missing${path}`, payload);
       assert.equal(theirs.statusCode, 404, `${method} ${path}`);
       assert.equal(missing.statusCode, 404, `${method} ${path} (missing)`);
-      assert.equal(assertError(theirs, 404).message.replace(created.id, 'X'), assertError(missing, 404).message.replace('wh_missing', 'X'));
+      assert.equal(
+        assertError(theirs, 404).message.replace(created.id, 'X'),
+        assertError(missing, 404).message.replace('wh_missing', 'X'),
+      );
     }
     assert.deepEqual(await listed(h, alice), [created]);
     assert.deepEqual(await h.store.listDeliveries(created.id, null, 10), [], 'no ping was made for bob');
