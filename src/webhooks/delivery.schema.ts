@@ -65,6 +65,16 @@ export const PING_EXAMPLE = {
   createdAt: '2025-03-01T09:35:00.000Z',
 } as const;
 
+export const PingDeliverySchema = Type.Object(
+  {
+    ...DeliverySchema.properties,
+    type: Type.Literal(PING_TYPE, { description: 'a ping' }),
+    eventId: Type.Null({ description: 'a ping is no event' }),
+  },
+  { additionalProperties: false, description: 'The ping just made: pending, sent at once.', examples: [PING_EXAMPLE] },
+);
+export type PingDeliveryBody = Static<typeof PingDeliverySchema>;
+
 export const AttemptSchema = Type.Object(
   {
     attempt: Type.Integer({ minimum: 1, description: "1, 2, …: the attempt's number over the delivery's life" }),

@@ -6,8 +6,7 @@ import { errorResponses } from '../http/responses.js';
 import {
   AttemptSchema,
   DeliveryParams,
-  DeliverySchema,
-  PING_EXAMPLE,
+  PingDeliverySchema,
   RecoverSchema,
   RecoveredSchema,
 } from './delivery.schema.js';
@@ -81,7 +80,7 @@ export function webhookManageRoutes(app: FastifyInstance, service: WebhookServic
         security,
         params: WebhookIdParams,
         response: {
-          202: { ...DeliverySchema, description: 'the ping, to be sent at once', examples: [PING_EXAMPLE] },
+          202: PingDeliverySchema,
           ...errorResponses(400, 404, ...common),
         },
       },

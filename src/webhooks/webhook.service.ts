@@ -7,6 +7,7 @@ import {
   type AttemptRecord,
   EVENT_TYPES,
   type DeliveryRecord,
+  PING_TYPE,
   type EventType,
   type NewWebhookRecord,
   type Store,
@@ -14,7 +15,7 @@ import {
   type WebhookRecord,
 } from '../store/store.js';
 import { checkWebhookUrl } from './address-policy.js';
-import type { AttemptBody, DeliveryBody } from './delivery.schema.js';
+import type { AttemptBody, DeliveryBody, PingDeliveryBody } from './delivery.schema.js';
 import { logDisabled } from './disabled-log.js';
 import type { SecretBox } from './secret-box.js';
 import { newWebhookSecret } from './signing.js';
@@ -183,10 +184,10 @@ export class WebhookService {
     return { ...webhookBody(rotated), secret };
   }
 
-  async ping(owner: string | null, id: string): Promise<DeliveryBody> {
+  async ping(owner: string | null, id: string): Promise<PingDeliveryBody> {
     const made = await this.store.pingWebhook(id, owner);
     if (made === undefined) throw notFound(id);
-    return deliveryBody(made);
+    return { ...deliveryBody(made), type: PING_TYPE, eventId: null };
   }
 
   async recover(owner: string | null, id: string, since: string): Promise<{ requeued: number }> {

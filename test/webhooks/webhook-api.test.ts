@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import dns from 'node:dns';
+import { isIP } from 'node:net';
 import { type TestContext, after, before, describe, test } from 'node:test';
 import { type Config, testConfig } from '../../src/config.js';
 import { READ_WRITE, type TestApp, json, makeApp } from '../helpers.js';
@@ -23,6 +24,9 @@ import {
 const lookups: string[] = [];
 const realLookup = dns.lookup;
 const realPromisesLookup = dns.promises.lookup;
+// localhost, and address literals (which resolve to themselves): the other suites of this folder
+// run in the same process on PostgreSQL (test/postgres/suites.ts) and deliver to 127.0.0.1.
+const passes = (hostname: string): boolean => hostname === 'localhost' || isIP(hostname) !== 0;
 before(() => {
   const refuse = (hostname: string): Error => {
     lookups.push(hostname);
@@ -30,14 +34,12 @@ before(() => {
   };
   // Overloaded signatures: a stand-in typed as each of them would say nothing more.
   (dns as { lookup: unknown }).lookup = (hostname: string, ...rest: unknown[]) => {
-    if (hostname === 'localhost') return (realLookup as (...args: unknown[]) => unknown)(hostname, ...rest);
+    if (passes(hostname)) return (realLookup as (...args: unknown[]) => unknown)(hostname, ...rest);
     const callback = rest.at(-1) as (error: Error) => void;
     process.nextTick(() => callback(refuse(hostname)));
   };
   (dns.promises as { lookup: unknown }).lookup = (hostname: string, options?: unknown) =>
-    hostname === 'localhost'
-      ? realPromisesLookup(hostname, options as dns.LookupOptions)
-      : Promise.reject(refuse(hostname));
+    passes(hostname) ? realPromisesLookup(hostname, options as dns.LookupOptions) : Promise.reject(refuse(hostname));
 });
 after(() => {
   dns.lookup = realLookup;
