@@ -320,10 +320,8 @@ describe('failingSince, disabledReason and the warn line', () => {
     assert.ok(!JSON.stringify(lines).includes('s3cr3t'), 'no credential of the URL');
 
     const on = await h.call(alice, { method: 'PATCH', url: `/webhooks/${id}`, ...json('{"status":"active"}') });
-    assert.deepEqual(
-      [JSON.parse(on.payload).status, JSON.parse(on.payload).disabledReason, JSON.parse(on.payload).failingSince],
-      ['active', null, null],
-    );
+    const enabled = JSON.parse(on.payload) as Record<string, unknown>;
+    assert.deepEqual([enabled.status, enabled.disabledReason, enabled.failingSince], ['active', null, null]);
   });
 
   test('PATCH status disabled logs one warn line naming the webhook, its owner and why; again, none', async (t) => {
@@ -334,7 +332,7 @@ describe('failingSince, disabledReason and the warn line', () => {
       ...json(JSON.stringify({ url: 'http://127.0.0.1:9/hook?api_key=hunter2' })),
     });
     const off = await h.call(alice, { method: 'PATCH', url: `/webhooks/${id}`, ...json('{"status":"disabled"}') });
-    assert.equal(JSON.parse(off.payload).disabledReason, 'manual');
+    assert.equal((JSON.parse(off.payload) as Record<string, unknown>).disabledReason, 'manual');
     await h.call(alice, { method: 'PATCH', url: `/webhooks/${id}`, ...json('{"status":"disabled"}') });
     const lines = h.appLog.filter((l) => l.webhook === id);
     assert.equal(lines.length, 1, JSON.stringify(h.appLog));
