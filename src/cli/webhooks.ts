@@ -6,6 +6,7 @@ import { EVENT_TYPES } from '../store/store.js';
 import { SecretBox } from '../webhooks/secret-box.js';
 import { WebhookService } from '../webhooks/webhook.service.js';
 import { parseCommand } from './args.js';
+import { WEBHOOKS_MANAGE_USAGE, isManageCommand, manageCommand } from './webhooks-manage.js';
 import { UsageError, err, out, table } from './output.js';
 
 /** How many deliveries `webhooks deliveries` shows: one query, so --limit is the total. */
@@ -14,7 +15,7 @@ const DELIVERIES = { default: 20, max: 1000 } as const;
 export const WEBHOOKS_USAGE = `  webhooks list [--subject <user>] [--json]
                                 every webhook (or one subject's); never their secrets
   webhooks add --subject <user> --url <https://…> [--events plant.created,plant.deleted]
-               [--all-plants] [--json]
+               [--description <text>] [--all-plants] [--json]
                                 subscribe a URL for a subject; the signing secret is printed once.
                                 --all-plants: every plant's events (as a plants:admin caller gets)
   webhooks remove <webhook-id>  delete a webhook and its delivery records
@@ -22,7 +23,8 @@ export const WEBHOOKS_USAGE = `  webhooks list [--subject <user>] [--json]
                                 its newest N deliveries, newest first (1-${DELIVERIES.max}, default ${DELIVERIES.default})
   webhooks retry <webhook-id> <delivery-id>
                                 send a delivery again (same webhook-id), at once
-  webhooks enable <webhook-id>  make a disabled webhook active again`;
+  webhooks enable <webhook-id>  make a disabled webhook active again
+${WEBHOOKS_MANAGE_USAGE}`;
 
 type WithStore = <T>(run: (store: Store) => Promise<T>) => Promise<T>;
 
@@ -75,6 +77,7 @@ export async function webhooksCommand(sub: string | undefined, args: string[], w
           subject: 'string',
           url: 'string',
           events: 'string',
+          description: 'string',
           'all-plants': 'boolean',
           json: 'boolean',
         });
@@ -86,6 +89,7 @@ export async function webhooksCommand(sub: string | undefined, args: string[], w
             allPlants: values['all-plants'] ?? false,
             url: values.url!,
             events: parseEvents(values.events),
+            description: values.description,
           }),
         );
         if (values.json) {
@@ -161,8 +165,10 @@ export async function webhooksCommand(sub: string | undefined, args: string[], w
         return 0;
       }
       default:
+        if (isManageCommand(sub))
+          return await manageCommand(sub, args, (run) => withStore((store) => run(service(store))));
         throw new UsageError(
-          `unknown webhooks command "${sub ?? ''}": use list, add, remove, deliveries, retry or enable`,
+          `unknown webhooks command "${sub ?? ''}": use list, add, remove, deliveries, retry, enable, update, rotate, ping, recover or attempts`,
           'webhooks',
         );
     }

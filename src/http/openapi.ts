@@ -1,6 +1,14 @@
 import type { RouteOptions } from 'fastify';
 import { EXAMPLE_PLANT, ErrorSchema, NewPlant, Plant } from '../plants/plant.schema.js';
-import { CreatedWebhookSchema, DeliverySchema, NewWebhookSchema, WebhookSchema } from '../webhooks/webhook.schema.js';
+import { AttemptSchema, DeliverySchema } from '../webhooks/delivery.schema.js';
+import {
+  CreatedWebhookSchema,
+  EXAMPLE_WEBHOOK,
+  NewWebhookSchema,
+  RotatedWebhookSchema,
+  WebhookPatchSchema,
+  WebhookSchema,
+} from '../webhooks/webhook.schema.js';
 import { REALM } from '../auth/authenticate.js';
 
 /**
@@ -19,9 +27,22 @@ const NAMED: ReadonlyArray<[string, { readonly properties: unknown }]> = [
   ['NewWebhook', NewWebhookSchema],
   ['CreatedWebhook', CreatedWebhookSchema],
   ['Delivery', DeliverySchema],
+  ['WebhookPatch', WebhookPatchSchema],
+  ['RotatedWebhook', RotatedWebhookSchema],
+  ['DeliveryAttempt', AttemptSchema],
 ];
 
-const plain = (schema: unknown): Json => JSON.parse(JSON.stringify(schema)) as Json;
+/**
+ * A route schema as OpenAPI 3.1 writes it: the serializer's `nullable: true` (which it needs for a
+ * bigint that may be null, delivery.schema.ts) becomes a type list with "null".
+ */
+const plain = (schema: unknown): Json =>
+  JSON.parse(JSON.stringify(schema), (_key, value: unknown) => {
+    if (value === null || typeof value !== 'object' || Array.isArray(value)) return value;
+    const { nullable, ...rest } = value as Json;
+    if (nullable !== true || typeof rest.type !== 'string') return value;
+    return { ...rest, type: [rest.type, 'null'] };
+  }) as Json;
 
 /** A schema with the named shapes replaced by references to them. */
 function refs(schema: Json): Json {
@@ -185,14 +206,18 @@ function operation(schema: RouteSchema, scope: unknown): Json {
 }
 
 const signatureHeaders: Json[] = [
-  ['webhook-id', 'the message id, `evt_<event id>`: the same on every retry of one event', 'evt_1'],
+  [
+    'webhook-id',
+    'the message id, `evt_<event id>`: the same on every retry of one event (`ping_<delivery id>` for a ping)',
+    'evt_1',
+  ],
   ['webhook-timestamp', 'Unix seconds when this attempt was signed', '1740821400'],
   [
     'webhook-signature',
-    '`v1,` and the base64 HMAC-SHA256 of `<webhook-id>.<webhook-timestamp>.<body>` under the secret',
+    "`v1,` and the base64 HMAC-SHA256 of `<webhook-id>.<webhook-timestamp>.<body>` under the secret; during a rotation's overlap two, space-separated: `v1,<with the new secret> v1,<with the old>`",
     'v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4=',
   ],
-  ['plant-store-event', 'the event type', 'plant.created'],
+  ['plant-store-event', 'the event type, or `webhook.ping`', 'plant.created'],
 ].map(([name, description, example]) => ({
   name,
   in: 'header',
@@ -236,6 +261,29 @@ const WEBHOOKS: Json = {
               required: ['id'],
               additionalProperties: false,
               examples: [{ id: EXAMPLE_PLANT.id }],
+            },
+          },
+        },
+      },
+      responses: received,
+    },
+  },
+  webhookPing: {
+    post: {
+      summary: 'A test delivery (webhook.ping)',
+      description:
+        'Sent once when the webhook’s owner asks for it (POST /webhooks/{id}/ping), whatever the webhook’s status, signed as newPlant is, with `plant-store-event: webhook.ping`. Never on the change feed.',
+      parameters: signatureHeaders,
+      requestBody: {
+        description: 'The id of the webhook pinged',
+        content: {
+          'application/json': {
+            schema: {
+              type: 'object',
+              properties: { webhookId: { type: 'string' } },
+              required: ['webhookId'],
+              additionalProperties: false,
+              examples: [{ webhookId: EXAMPLE_WEBHOOK.id }],
             },
           },
         },

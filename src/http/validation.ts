@@ -8,7 +8,8 @@ import type { FastifySchemaCompiler } from 'fastify';
  *    body the strict JSON reader hands over bigints; in a path or query string a decimal text is
  *    turned into a bigint. An id never becomes a JS number.
  *  - other integers in a path or query string become the `decimal` keyword: plain digits only.
- *    Ajv's own coercion would take " 5", "0x10" and "1e2" as numbers.
+ *    Ajv's own coercion would take " 5", "0x10" and "1e2" as numbers. In a body (where the strict
+ *    JSON reader hands over every integer as a bigint) the same keyword takes the bigint, as a number.
  */
 
 export const INT64_MIN = -(2n ** 63n);
@@ -30,9 +31,9 @@ function rewrite(schema: unknown, fromText: boolean): unknown {
     const { type: _type, format: _format, ...rest } = out;
     return { ...rest, int64: fromText ? 'text' : 'json' };
   }
-  if (out.type === 'integer' && fromText) {
+  if (out.type === 'integer') {
     const { type: _type, format: _format, minimum, maximum, ...rest } = out;
-    return { ...rest, decimal: { minimum, maximum } };
+    return { ...rest, decimal: { minimum, maximum, json: !fromText } };
   }
   return out;
 }
@@ -54,7 +55,12 @@ function makeAjv(): Ajv {
     useDefaults: true,
     coerceTypes: false,
     strict: false,
-    formats: { int32: true, int64: true }, // OpenAPI's numeric formats; the keywords above enforce them
+    // OpenAPI's numeric formats (the keywords above enforce them), and RFC 3339 §5.6 date-time.
+    formats: {
+      int32: true,
+      int64: true,
+      'date-time': /^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:[Zz]|[+-]\d{2}:\d{2})$/,
+    },
     // parentSchema in errors lets the error handler quote a field's description.
     verbose: true,
   });
@@ -74,8 +80,19 @@ function makeAjv(): Ajv {
     keyword: 'decimal',
     modifying: true,
     errors: false,
-    validate(range: { minimum?: number; maximum?: number }, data: unknown, _schema?: unknown, ctx?: DataContext) {
-      const value = typeof data === 'string' && /^[0-9]{1,15}$/.test(data) ? Number(data) : data;
+    validate(
+      range: { minimum?: number; maximum?: number; json: boolean },
+      data: unknown,
+      _schema?: unknown,
+      ctx?: DataContext,
+    ) {
+      const value = range.json
+        ? typeof data === 'bigint' && data >= -(2n ** 53n) && data <= 2n ** 53n
+          ? Number(data)
+          : data
+        : typeof data === 'string' && /^[0-9]{1,15}$/.test(data)
+          ? Number(data)
+          : data;
       if (typeof value !== 'number' || !Number.isInteger(value)) return false;
       replace(ctx, value);
       return value >= (range.minimum ?? -Infinity) && value <= (range.maximum ?? Infinity);

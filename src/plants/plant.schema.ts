@@ -5,9 +5,9 @@ import { encodeCursor } from './cursor.js';
 // Counts code points and refuses lone surrogates whether or not a validator compiles it with the
 // `u` flag: without it a valid pair matches the second branch as one repetition; with it, the pair
 // is one astral code point outside the excluded range. Ajv uses `u`.
-const textPattern = (max: number): string =>
-  `^(?:[^\\u0000-\\u001f\\u007f\\ud800-\\udfff]|[\\ud800-\\udbff][\\udc00-\\udfff]){1,${max}}$`;
-const TEXT_RULE = 'Unicode code points, no control characters (U+0000–U+001F, U+007F), no lone surrogates';
+export const textPattern = (max: number, min = 1): string =>
+  `^(?:[^\\u0000-\\u001f\\u007f\\ud800-\\udfff]|[\\ud800-\\udbff][\\udc00-\\udfff]){${min},${max}}$`;
+export const TEXT_RULE = 'Unicode code points, no control characters (U+0000–U+001F, U+007F), no lone surrogates';
 
 export const NAME_MAX = 200;
 export const TAG_MAX = 100;

@@ -9,3 +9,6 @@ export const createdPayload = ({ id, name, tag }: PlantRecord): string =>
 
 /** plant.deleted: `{"id": <int64>}`. */
 export const deletedPayload = (id: bigint): string => `{"id":${id}}`;
+
+/** webhook.ping (POST /webhooks/{id}/ping): `{"webhookId": "<id>"}`, made when it is sent. */
+export const pingPayload = (webhookId: string): string => JSON.stringify({ webhookId });

@@ -2,13 +2,19 @@ import pg from 'pg';
 import { Batcher } from './batcher.js';
 import { classifyPostgresError, inTransaction } from './postgres-errors.js';
 import { DB_NOW_MS, EVENT_CHANNEL, EVENT_ORDER_LOCK } from './postgres-statements.js';
-import type {
-  AttemptOutcome,
-  ClaimedDelivery,
-  DeliveryRecord,
-  EventRecord,
-  EventType,
-  WebhookRecord,
+import { pingPayload } from './event-payload.js';
+import {
+  type AttemptOutcome,
+  type AttemptRecorded,
+  type ClaimedDelivery,
+  type DeliveryRecord,
+  type DeliveryType,
+  type DisabledReason,
+  type EventRecord,
+  type EventType,
+  type NewWebhookRecord,
+  PING_TYPE,
+  type WebhookRecord,
 } from './store.js';
 
 // Events, webhooks and deliveries on PostgreSQL. Every time here is the database's clock
@@ -75,17 +81,20 @@ const SQL = {
     -- In created_at order, so through deliveries_created_at from the oldest, never a scan of the table.
     old AS (DELETE FROM deliveries WHERE id IN (
       SELECT id FROM deliveries WHERE created_at < ${NOW} - $1 AND status != 'pending' ORDER BY created_at LIMIT $2)
-      RETURNING id)
+      RETURNING id),
+    -- Their attempt log goes with them (no foreign key: a check per attempt recorded would cost more).
+    old_attempts AS (DELETE FROM delivery_attempts WHERE delivery_id IN (SELECT id FROM old))
     SELECT (SELECT count(*) FROM gone) + (SELECT count(*) FROM old) AS n`,
   // Run after the owner's advisory lock, in the same transaction: the count sees every webhook
   // committed before it, so two creates at once cannot pass the limit together.
   lockOwner: "SELECT pg_advisory_xact_lock(hashtext('plant-store webhooks ' || $1::text))",
-  createWebhook: `INSERT INTO webhooks (id, owner, all_plants, url, events, status, secret, created_at)
-    SELECT $1, $2, $3, $4, $5, $6, $7, $9
+  createWebhook: `INSERT INTO webhooks (id, owner, all_plants, url, events, status, secret, created_at, description)
+    SELECT $1, $2, $3, $4, $5, $6, $7, $9, $10
     WHERE (SELECT count(*) FROM webhooks WHERE owner = $2) < $8 RETURNING id`,
   listWebhooks: `SELECT * FROM webhooks WHERE ($1::text IS NULL OR owner = $1) ORDER BY created_at, id`,
   deleteWebhook: `WITH w AS (DELETE FROM webhooks WHERE id = $1 AND ${OWNED} RETURNING id),
-    d AS (DELETE FROM deliveries WHERE webhook_id IN (SELECT id FROM w))
+    d AS (DELETE FROM deliveries WHERE webhook_id IN (SELECT id FROM w) RETURNING id),
+    a AS (DELETE FROM delivery_attempts WHERE delivery_id IN (SELECT id FROM d))
     SELECT id FROM w`,
   enableWebhook: `UPDATE webhooks SET status = 'active', failing_since = NULL, disabled_reason = NULL
     WHERE id = $1 AND ${OWNED} RETURNING id`,
@@ -108,9 +117,19 @@ const SQL = {
         FOR UPDATE SKIP LOCKED) d
       WHERE w.status = 'active'
       LIMIT $4),
+    -- Pings are sent whatever the webhook's status: those of disabled webhooks, through deliveries_due_pings.
+    pings AS (SELECT d.id FROM deliveries d
+      WHERE d.status = 'pending' AND d.type = '${PING_TYPE}' AND d.next_attempt_at <= ${NOW}
+        AND (d.lease_until IS NULL OR d.lease_until < ${NOW})
+        AND (SELECT status FROM webhooks w WHERE w.id = d.webhook_id) = 'disabled'
+      ORDER BY d.next_attempt_at, d.id
+      LIMIT greatest(0, $4 - (SELECT count(*) FROM candidate))
+      FOR UPDATE SKIP LOCKED),
     leased AS (UPDATE deliveries SET lease_until = ${NOW} + $2, lease_owner = $1
-      WHERE id IN (SELECT id FROM candidate) RETURNING id, event_id, type, attempts, webhook_id)
-    SELECT l.id, l.event_id, l.type, l.attempts, e.payload, w.id AS webhook_id, w.url, w.secret
+      WHERE id IN (SELECT id FROM candidate UNION ALL SELECT id FROM pings)
+      RETURNING id, event_id, type, attempts, schedule_from, webhook_id)
+    SELECT l.id, l.event_id, l.type, l.attempts, l.schedule_from, e.payload, w.id AS webhook_id, w.owner, w.url,
+      w.secret, w.previous_secret, w.previous_secret_until
     FROM leased l JOIN webhooks w ON w.id = l.webhook_id LEFT JOIN events e ON e.id = l.event_id
     ORDER BY l.id`,
   // The webhook's row is written only when its health changes: a row every delivery of a webhook
@@ -118,24 +137,34 @@ const SQL = {
   record: `WITH d AS (
       UPDATE deliveries SET status = $3, attempts = attempts + 1, last_status = $4, last_error = $5,
         next_attempt_at = CASE WHEN $3 = 'pending' THEN ${NOW} + $6 END, lease_until = NULL, lease_owner = NULL
-      WHERE id = $1 AND lease_owner = $2 RETURNING webhook_id),
+      WHERE id = $1 AND lease_owner = $2 RETURNING id, webhook_id, attempts),
+    logged AS (INSERT INTO delivery_attempts (delivery_id, attempt, at, status, duration_ms, error, response)
+      SELECT id, attempts, ${NOW}, $4, $10, $5, $11 FROM d),
     w AS (UPDATE webhooks w SET
       failing_since = CASE WHEN $7 THEN NULL ELSE coalesce(w.failing_since, ${NOW}) END,
       status = CASE WHEN $8::text IS NOT NULL
           OR (NOT $7 AND coalesce(w.failing_since, ${NOW}) <= ${NOW} - $9) THEN 'disabled' ELSE w.status END,
       disabled_reason = CASE WHEN $8::text IS NOT NULL THEN $8
-          WHEN (NOT $7 AND coalesce(w.failing_since, ${NOW}) <= ${NOW} - $9) THEN 'every attempt failed for 5 days'
+          WHEN (NOT $7 AND coalesce(w.failing_since, ${NOW}) <= ${NOW} - $9) THEN '${'failing' satisfies DisabledReason}'
           ELSE w.disabled_reason END
-    FROM d WHERE w.id = d.webhook_id AND (NOT $7 OR $8::text IS NOT NULL OR w.failing_since IS NOT NULL))
-    SELECT webhook_id FROM d`,
+    FROM d WHERE w.id = d.webhook_id AND (NOT $7 OR $8::text IS NOT NULL OR w.failing_since IS NOT NULL)
+    RETURNING w.status)
+    SELECT webhook_id, (SELECT status FROM w) AS webhook_status FROM d`,
+  // Before a record that may disable the webhook: its status, the row locked to the commit.
+  statusOf: `SELECT w.status FROM webhooks w JOIN deliveries d ON d.webhook_id = w.id WHERE d.id = $1 FOR UPDATE OF w`,
   // The deliveries of a batch that were delivered ($1 ids, $2 holders, $3 statuses): one statement
   // and one commit for what a dispatcher's sends finished meanwhile, not one each. A webhook's row is
   // written only if it was failing (the record above, with a healthy outcome).
-  recordDelivered: `WITH input AS (SELECT * FROM unnest($1::bigint[], $2::text[], $3::int[]) AS t(id, holder, last_status)),
+  // Their lines in the attempt log ($4 durations, $5 answers) are written by the same statement.
+  recordDelivered: `WITH input AS (SELECT * FROM unnest($1::bigint[], $2::text[], $3::int[], $4::int[], $5::text[])
+      AS t(id, holder, last_status, duration_ms, response)),
     d AS (UPDATE deliveries SET status = 'delivered', attempts = attempts + 1, last_status = input.last_status,
         last_error = NULL, next_attempt_at = NULL, lease_until = NULL, lease_owner = NULL
       FROM input WHERE deliveries.id = input.id AND deliveries.lease_owner = input.holder
-      RETURNING deliveries.id, deliveries.webhook_id),
+      RETURNING deliveries.id, deliveries.webhook_id, deliveries.attempts, input.last_status, input.duration_ms,
+        input.response),
+    logged AS (INSERT INTO delivery_attempts (delivery_id, attempt, at, status, duration_ms, error, response)
+      SELECT id, attempts, ${NOW}, last_status, duration_ms, NULL, response FROM d),
     w AS (UPDATE webhooks SET failing_since = NULL
       WHERE id IN (SELECT webhook_id FROM d) AND failing_since IS NOT NULL)
     SELECT id FROM d`,
@@ -147,18 +176,19 @@ const SQL = {
         THEN 0
       ELSE (SELECT greatest(0, d.next_attempt_at - ${NOW}) FROM deliveries d
         JOIN webhooks w ON w.id = d.webhook_id
-        WHERE d.status = 'pending' AND w.status = 'active' AND (d.lease_until IS NULL OR d.lease_until < ${NOW})
+        WHERE d.status = 'pending' AND (w.status = 'active' OR d.type = '${PING_TYPE}')
+          AND (d.lease_until IS NULL OR d.lease_until < ${NOW})
         ORDER BY d.next_attempt_at LIMIT 1) END AS wait`,
 } as const;
 
-interface Row {
+export interface Row {
   [column: string]: unknown;
 }
 
 const big = (v: unknown): bigint => BigInt(v as string);
 const optional = (v: unknown): number | null => (v === null ? null : Number(v));
 
-const toWebhook = (r: Row): WebhookRecord => ({
+export const toWebhook = (r: Row): WebhookRecord => ({
   id: r.id as string,
   owner: r.owner as string,
   allPlants: r.all_plants as boolean,
@@ -167,13 +197,18 @@ const toWebhook = (r: Row): WebhookRecord => ({
   status: r.status as WebhookRecord['status'],
   secret: r.secret as string,
   createdAt: Number(r.created_at),
+  description: r.description as string,
+  failingSince: optional(r.failing_since),
+  disabledReason: r.disabled_reason as DisabledReason | null,
+  previousSecret: r.previous_secret as string | null,
+  previousSecretUntil: optional(r.previous_secret_until),
 });
 
-const toDelivery = (r: Row): DeliveryRecord => ({
+export const toDelivery = (r: Row): DeliveryRecord => ({
   id: big(r.id),
   webhookId: r.webhook_id as string,
-  eventId: big(r.event_id),
-  type: r.type as EventType,
+  eventId: r.type === PING_TYPE ? null : big(r.event_id),
+  type: r.type as DeliveryType,
   status: r.status as DeliveryRecord['status'],
   attempts: Number(r.attempts),
   lastStatus: optional(r.last_status),
@@ -187,7 +222,7 @@ const toDelivery = (r: Row): DeliveryRecord => ({
  * no event committing until that transaction commits (the event-order lock, held to its end), so
  * every event goes to the webhooks active when it committed.
  */
-async function fanOutHoldingEvents(client: pg.PoolClient): Promise<void> {
+export async function fanOutHoldingEvents(client: pg.PoolClient): Promise<void> {
   await client.query(SQL.holdEvents);
   await client.query(SQL.fanOutAll);
 }
@@ -264,8 +299,11 @@ export class PostgresEvents {
     return Number((await this.query(SQL.prune, [retentionMs, batch]))[0]!.n);
   }
 
-  async createWebhook(w: WebhookRecord, max: number): Promise<boolean> {
-    const values = [w.id, w.owner, w.allPlants, w.url, w.events.join(' '), w.status, w.secret, max, w.createdAt];
+  async createWebhook(w: NewWebhookRecord, max: number): Promise<boolean> {
+    const values = [
+      ...[w.id, w.owner, w.allPlants, w.url, w.events.join(' '), w.status, w.secret],
+      ...[max, w.createdAt, w.description ?? ''],
+    ];
     return inTransaction(this.pool, async (client) => {
       await client.query(SQL.lockOwner, [w.owner]);
       await fanOutHoldingEvents(client); // the events so far go to the webhooks of their time, not to this one
@@ -314,15 +352,23 @@ export class PostgresEvents {
     );
     return rows.map((r) => ({
       id: big(r.id),
-      eventId: big(r.event_id),
-      type: r.type as EventType,
+      eventId: r.type === PING_TYPE ? null : big(r.event_id),
+      type: r.type as DeliveryType,
       attempts: Number(r.attempts),
-      payload: (r.payload as string | null) ?? '',
-      webhook: { id: r.webhook_id as string, url: r.url as string, secret: r.secret as string },
+      scheduleFrom: Number(r.schedule_from),
+      payload: r.type === PING_TYPE ? pingPayload(r.webhook_id as string) : ((r.payload as string | null) ?? ''),
+      webhook: {
+        id: r.webhook_id as string,
+        owner: r.owner as string,
+        url: r.url as string,
+        secret: r.secret as string,
+        previousSecret: r.previous_secret as string | null,
+        previousSecretUntil: optional(r.previous_secret_until),
+      },
     }));
   }
 
-  async recordAttempt(id: bigint, holder: string, o: AttemptOutcome): Promise<boolean> {
+  async recordAttempt(id: bigint, holder: string, o: AttemptOutcome): Promise<AttemptRecorded> {
     if (
       !o.healthy &&
       (o.disable !== null || (await this.query(SQL.mayDisable, [id, o.disableWhenFailingForMs])).length > 0)
@@ -332,7 +378,11 @@ export class PostgresEvents {
       await this.query(SQL.fanOutAll, [], this.dispatch());
       return inTransaction(this.dispatch(), async (client) => {
         await fanOutHoldingEvents(client);
-        return (await client.query(SQL.record, this.recordValues(id, holder, o))).rows.length === 1;
+        // Its status before, the row locked: whether this record is the one that disabled it.
+        const before = (await client.query<Row>(SQL.statusOf, [id])).rows[0]?.status;
+        const rows = (await client.query<Row>(SQL.record, this.recordValues(id, holder, o))).rows;
+        if (rows.length === 0) return false;
+        return before === 'active' && rows[0]!.webhook_status === 'disabled' ? 'disabled' : true;
       });
     }
     if (o.healthy && o.disable === null) return this.delivered.submit({ id, holder, outcome: o });
@@ -344,7 +394,13 @@ export class PostgresEvents {
     try {
       rows = await this.query(
         SQL.recordDelivered,
-        [items.map((i) => i.id), items.map((i) => i.holder), items.map((i) => i.outcome.lastStatus)],
+        [
+          items.map((i) => i.id),
+          items.map((i) => i.holder),
+          items.map((i) => i.outcome.lastStatus),
+          items.map((i) => i.outcome.durationMs),
+          items.map((i) => i.outcome.response),
+        ],
         this.dispatch(),
       );
     } catch {
@@ -361,7 +417,10 @@ export class PostgresEvents {
 
   private recordValues(id: bigint, holder: string, o: AttemptOutcome): unknown[] {
     const { status, lastStatus, lastError, retryInMs, healthy, disable, disableWhenFailingForMs } = o;
-    return [id, holder, status, lastStatus, lastError, retryInMs ?? 0, healthy, disable, disableWhenFailingForMs];
+    return [
+      ...[id, holder, status, lastStatus, lastError, retryInMs ?? 0, healthy, disable, disableWhenFailingForMs],
+      ...[o.durationMs, o.response],
+    ];
   }
 
   async releaseLeases(holder: string): Promise<void> {

@@ -3,12 +3,17 @@ import { Batcher, Coalescer, failed } from './batcher.js';
 import { classifyPostgresError, inTransaction } from './postgres-errors.js';
 import { EventListener, PostgresEvents } from './postgres-events.js';
 import { readBacklog } from './postgres-backlog.js';
+import { PostgresWebhooks } from './postgres-webhooks.js';
 import { STATEMENTS } from './postgres-statements.js';
 import { createdPayload } from './event-payload.js';
 import { postgresMigrations } from './migrations/postgres.js';
 import {
   type AttemptOutcome,
+  type AttemptRecord,
+  type AttemptRecorded,
   type BatchResult,
+  type NewWebhookRecord,
+  type WebhookPatch,
   type ClaimedDelivery,
   type CreateResult,
   type DeliveryRecord,
@@ -161,6 +166,7 @@ export class PostgresStore implements Store {
   /** Deletes that wait together are one DELETE, as creates are (see deletePlants). */
   private readonly deletes: Batcher<DeleteRequest, boolean>;
   private readonly events: PostgresEvents;
+  private readonly webhooks: PostgresWebhooks;
   private listener: EventListener | undefined;
   private readonly watchers = new Set<() => void>();
 
@@ -170,6 +176,7 @@ export class PostgresStore implements Store {
     private readonly pool: pg.Pool,
     openDispatchPool?: () => pg.Pool,
   ) {
+    this.webhooks = new PostgresWebhooks(pool);
     this.events = new PostgresEvents(
       pool,
       openDispatchPool === undefined ? undefined : () => (this.dispatchPool ??= openDispatchPool()),
@@ -458,7 +465,7 @@ export class PostgresStore implements Store {
     };
   }
 
-  createWebhook(webhook: WebhookRecord, max: number): Promise<boolean> {
+  createWebhook(webhook: NewWebhookRecord, max: number): Promise<boolean> {
     return this.events.createWebhook(webhook, max);
   }
 
@@ -472,6 +479,35 @@ export class PostgresStore implements Store {
 
   enableWebhook(id: string, owner: string | null): Promise<boolean> {
     return this.events.enableWebhook(id, owner);
+  }
+
+  updateWebhook(
+    id: string,
+    owner: string | null,
+    patch: WebhookPatch,
+  ): Promise<{ webhook: WebhookRecord; disabled: boolean } | undefined> {
+    return this.webhooks.update(id, owner, patch);
+  }
+
+  rotateSecret(
+    id: string,
+    owner: string | null,
+    secret: string,
+    previousUntil: number | null,
+  ): Promise<WebhookRecord | undefined> {
+    return this.webhooks.rotateSecret(id, owner, secret, previousUntil);
+  }
+
+  pingWebhook(id: string, owner: string | null): Promise<DeliveryRecord | undefined> {
+    return this.webhooks.ping(id, owner);
+  }
+
+  recoverDeliveries(id: string, owner: string | null, since: number): Promise<number | undefined> {
+    return this.webhooks.recover(id, owner, since);
+  }
+
+  listAttempts(webhookId: string, deliveryId: bigint, owner: string | null): Promise<AttemptRecord[] | undefined> {
+    return this.webhooks.attempts(webhookId, deliveryId, owner);
   }
 
   listDeliveries(webhookId: string, owner: string | null, limit: number): Promise<DeliveryRecord[] | undefined> {
@@ -493,7 +529,7 @@ export class PostgresStore implements Store {
     return this.events.claim(holder, leaseMs, limit, perWebhook, busy, fanOut);
   }
 
-  recordAttempt(id: bigint, holder: string, outcome: AttemptOutcome): Promise<boolean> {
+  recordAttempt(id: bigint, holder: string, outcome: AttemptOutcome): Promise<AttemptRecorded> {
     return this.events.recordAttempt(id, holder, outcome);
   }
 

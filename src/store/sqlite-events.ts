@@ -1,11 +1,17 @@
 import type Database from 'better-sqlite3';
-import type {
-  AttemptOutcome,
-  ClaimedDelivery,
-  DeliveryRecord,
-  EventRecord,
-  EventType,
-  WebhookRecord,
+import { pingPayload } from './event-payload.js';
+import {
+  type AttemptOutcome,
+  type AttemptRecorded,
+  type ClaimedDelivery,
+  type DeliveryRecord,
+  type DeliveryType,
+  type DisabledReason,
+  type EventRecord,
+  type EventType,
+  type NewWebhookRecord,
+  PING_TYPE,
+  type WebhookRecord,
 } from './store.js';
 
 // The SQL of events, webhooks and deliveries on SQLite. Every statement runs synchronously on the
@@ -20,7 +26,7 @@ interface EventRow {
   created_at: bigint;
 }
 
-interface WebhookRow {
+export interface WebhookRow {
   id: string;
   owner: string;
   all_plants: bigint;
@@ -29,13 +35,18 @@ interface WebhookRow {
   status: 'active' | 'disabled';
   secret: string;
   created_at: bigint;
+  description: string;
+  failing_since: bigint | null;
+  disabled_reason: DisabledReason | null;
+  previous_secret: string | null;
+  previous_secret_until: bigint | null;
 }
 
-interface DeliveryRow {
+export interface DeliveryRow {
   id: bigint;
   webhook_id: string;
   event_id: bigint;
-  type: EventType;
+  type: DeliveryType;
   status: DeliveryRecord['status'];
   attempts: bigint;
   last_status: bigint | null;
@@ -47,12 +58,16 @@ interface DeliveryRow {
 interface ClaimRow {
   id: bigint;
   event_id: bigint;
-  type: EventType;
+  type: DeliveryType;
   attempts: bigint;
-  payload: string;
+  schedule_from: bigint;
+  payload: string | null;
   webhook_id: string;
+  owner: string;
   url: string;
   secret: string;
+  previous_secret: string | null;
+  previous_secret_until: bigint | null;
 }
 
 const num = (v: bigint | null): number | null => (v === null ? null : Number(v));
@@ -66,12 +81,17 @@ export const toWebhook = (r: WebhookRow): WebhookRecord => ({
   status: r.status,
   secret: r.secret,
   createdAt: Number(r.created_at),
+  description: r.description,
+  failingSince: num(r.failing_since),
+  disabledReason: r.disabled_reason,
+  previousSecret: r.previous_secret,
+  previousSecretUntil: num(r.previous_secret_until),
 });
 
-const toDelivery = (r: DeliveryRow): DeliveryRecord => ({
+export const toDelivery = (r: DeliveryRow): DeliveryRecord => ({
   id: r.id,
   webhookId: r.webhook_id,
-  eventId: r.event_id,
+  eventId: r.type === PING_TYPE ? null : r.event_id,
   type: r.type,
   status: r.status,
   attempts: Number(r.attempts),
@@ -79,6 +99,23 @@ const toDelivery = (r: DeliveryRow): DeliveryRecord => ({
   lastError: r.last_error,
   nextAttemptAt: num(r.next_attempt_at),
   createdAt: Number(r.created_at),
+});
+
+const toClaimed = (r: ClaimRow): ClaimedDelivery => ({
+  id: r.id,
+  eventId: r.type === PING_TYPE ? null : r.event_id,
+  type: r.type,
+  attempts: Number(r.attempts),
+  scheduleFrom: Number(r.schedule_from),
+  payload: r.type === PING_TYPE ? pingPayload(r.webhook_id) : (r.payload ?? ''),
+  webhook: {
+    id: r.webhook_id,
+    owner: r.owner,
+    url: r.url,
+    secret: r.secret,
+    previousSecret: r.previous_secret,
+    previousSecretUntil: num(r.previous_secret_until),
+  },
 });
 
 /** `owner = ?` or, for null (an admin, an operator), every row. */
@@ -116,15 +153,21 @@ export function prepareEventStatements(db: Database.Database) {
       ORDER BY id LIMIT :limit`).pluck(),
     pruneEvents: q('DELETE FROM events WHERE id <= ? AND created_at < ?'),
     raiseHorizon: q('UPDATE event_horizon SET pruned_through = max(pruned_through, ?)'),
+    // The same rows, twice in one transaction: first their attempts, then the deliveries.
+    pruneAttempts: q(`DELETE FROM delivery_attempts WHERE delivery_id IN
+      (SELECT id FROM deliveries WHERE created_at < ? AND status != ? ORDER BY created_at, id LIMIT ?)`),
     pruneDeliveries: q(
-      'DELETE FROM deliveries WHERE id IN (SELECT id FROM deliveries WHERE created_at < ? AND status != ? LIMIT ?)',
+      'DELETE FROM deliveries WHERE id IN (SELECT id FROM deliveries WHERE created_at < ? AND status != ? ORDER BY created_at, id LIMIT ?)',
     ),
     countWebhooks: q('SELECT count(*) FROM webhooks WHERE owner = ?').pluck(),
-    insertWebhook: q(`INSERT INTO webhooks (id, owner, all_plants, url, events, status, secret, created_at)
-      VALUES (?, ?, ?, ?, ?, ?, ?, ?)`),
+    insertWebhook: q(`INSERT INTO webhooks (id, owner, all_plants, url, events, status, secret, created_at, description)
+      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`),
     listWebhooks: q(`SELECT * FROM webhooks WHERE ${OWNED} ORDER BY created_at, id`),
     deleteWebhook: q(`DELETE FROM webhooks WHERE id = ? AND ${OWNED}`),
     deleteWebhookDeliveries: q('DELETE FROM deliveries WHERE webhook_id = ?'),
+    deleteWebhookAttempts: q(
+      'DELETE FROM delivery_attempts WHERE delivery_id IN (SELECT id FROM deliveries WHERE webhook_id = ?)',
+    ),
     enableWebhook: q(`UPDATE webhooks SET status = 'active', failing_since = NULL, disabled_reason = NULL
       WHERE id = ? AND ${OWNED}`),
     findWebhook: q(`SELECT id FROM webhooks WHERE id = ? AND ${OWNED}`).pluck(),
@@ -132,17 +175,29 @@ export function prepareEventStatements(db: Database.Database) {
     // The lease stays: a delivery in flight is not put in flight a second time.
     retryDelivery: q(`UPDATE deliveries SET status = 'pending', next_attempt_at = ? WHERE id = ? AND webhook_id = ?`),
     activeWebhooks: q("SELECT id FROM webhooks WHERE status = 'active' ORDER BY id").pluck(),
+    // Pings are sent whatever the webhook's status: those of disabled webhooks, through deliveries_due_pings.
+    duePingsOfDisabled: q(`SELECT d.id FROM deliveries d INDEXED BY deliveries_due_pings
+      WHERE d.status = 'pending' AND d.type = '${PING_TYPE}' AND d.next_attempt_at <= ?
+        AND (d.lease_until IS NULL OR d.lease_until < ?)
+        AND (SELECT status FROM webhooks w WHERE w.id = d.webhook_id) = 'disabled'
+      ORDER BY d.next_attempt_at, d.id LIMIT ?`).pluck(),
+    nextPingOfDisabled: q(`SELECT min(d.next_attempt_at) FROM deliveries d INDEXED BY deliveries_due_pings
+      WHERE d.status = 'pending' AND d.type = '${PING_TYPE}' AND (d.lease_until IS NULL OR d.lease_until < ?)
+        AND (SELECT status FROM webhooks w WHERE w.id = d.webhook_id) = 'disabled'`).pluck(),
     // One webhook's earliest due deliveries that no one holds, through deliveries_due_by_webhook:
     // a claim costs the same whatever the backlog.
     dueOf: q(`SELECT id FROM deliveries INDEXED BY deliveries_due_by_webhook
       WHERE webhook_id = ? AND status = 'pending' AND next_attempt_at <= ? AND (lease_until IS NULL OR lease_until < ?)
       ORDER BY next_attempt_at, id LIMIT ?`).pluck(),
     lease: q('UPDATE deliveries SET lease_until = ?, lease_owner = ? WHERE id = ?'),
-    claimed: q(`SELECT d.id, d.event_id, d.type, d.attempts, e.payload, w.id AS webhook_id, w.url, w.secret
+    claimed: q(`SELECT d.id, d.event_id, d.type, d.attempts, d.schedule_from, e.payload, w.id AS webhook_id, w.owner,
+        w.url, w.secret, w.previous_secret, w.previous_secret_until
       FROM deliveries d JOIN webhooks w ON w.id = d.webhook_id LEFT JOIN events e ON e.id = d.event_id
       WHERE d.id = ?`),
     record: q(`UPDATE deliveries SET status = ?, attempts = attempts + 1, last_status = ?, last_error = ?,
-      next_attempt_at = ?, lease_until = NULL, lease_owner = NULL WHERE id = ? AND lease_owner = ?`),
+      next_attempt_at = ?, lease_until = NULL, lease_owner = NULL WHERE id = ? AND lease_owner = ? RETURNING attempts`).pluck(),
+    logAttempt: q(`INSERT INTO delivery_attempts (delivery_id, attempt, at, status, duration_ms, error, response)
+      VALUES (?, ?, ?, ?, ?, ?, ?)`),
     webhookOf: q('SELECT webhook_id FROM deliveries WHERE id = ?').pluck(),
     healthy: q('UPDATE webhooks SET failing_since = NULL WHERE id = ? AND failing_since IS NOT NULL'),
     failingSince: q("SELECT failing_since FROM webhooks WHERE id = ? AND status = 'active'").pluck(),
@@ -226,10 +281,11 @@ export class SqliteEvents {
       gone += this.sql.pruneEvents.run(newest, before).changes;
       this.sql.raiseHorizon.run(newest);
     }
+    this.sql.pruneAttempts.run(before, 'pending', batch);
     return gone + this.sql.pruneDeliveries.run(before, 'pending', batch).changes;
   }
 
-  createWebhook(w: WebhookRecord, max: number): boolean {
+  createWebhook(w: NewWebhookRecord, max: number): boolean {
     if ((this.sql.countWebhooks.get(w.owner) as bigint) >= BigInt(max)) return false;
     this.fanOut(Infinity, 'jump'); // the events so far go to the webhooks of their time, not to this one
     this.sql.insertWebhook.run(
@@ -241,6 +297,7 @@ export class SqliteEvents {
       w.status,
       w.secret,
       w.createdAt,
+      w.description ?? '',
     );
     return true;
   }
@@ -251,6 +308,7 @@ export class SqliteEvents {
 
   deleteWebhook(id: string, owner: string | null): boolean {
     if (this.sql.deleteWebhook.run(id, owner, owner).changes === 0) return false;
+    this.sql.deleteWebhookAttempts.run(id);
     this.sql.deleteWebhookDeliveries.run(id);
     return true;
   }
@@ -283,31 +341,30 @@ export class SqliteEvents {
     this.fanOut(fanOut, 'skip');
     const now = this.now();
     const claimed: ClaimedDelivery[] = [];
+    const lease = (id: bigint): void => {
+      this.sql.lease.run(now + leaseMs, holder, id);
+      claimed.push(toClaimed(this.sql.claimed.get(id) as ClaimRow));
+    };
     for (const webhookId of this.sql.activeWebhooks.all() as string[]) {
       const room = Math.min(perWebhook - (busy.get(webhookId) ?? 0), limit - claimed.length);
       if (room <= 0) continue;
-      for (const id of this.sql.dueOf.all(webhookId, now, now, room) as bigint[]) {
-        this.sql.lease.run(now + leaseMs, holder, id);
-        const r = this.sql.claimed.get(id) as ClaimRow;
-        claimed.push({
-          id: r.id,
-          eventId: r.event_id,
-          type: r.type,
-          attempts: Number(r.attempts),
-          payload: r.payload ?? '',
-          webhook: { id: r.webhook_id, url: r.url, secret: r.secret },
-        });
-      }
+      for (const id of this.sql.dueOf.all(webhookId, now, now, room) as bigint[]) lease(id);
       if (claimed.length >= limit) break;
+    }
+    if (claimed.length < limit) {
+      for (const id of this.sql.duePingsOfDisabled.all(now, now, limit - claimed.length) as bigint[]) lease(id);
     }
     return claimed;
   }
 
-  recordAttempt(id: bigint, holder: string, o: AttemptOutcome): boolean {
+  recordAttempt(id: bigint, holder: string, o: AttemptOutcome): AttemptRecorded {
     const now = this.now();
     const next = o.status === 'pending' ? now + (o.retryInMs ?? 0) : null;
-    if (this.sql.record.run(o.status, o.lastStatus, o.lastError, next, id, holder).changes === 0) return false;
+    const attempt = this.sql.record.get(o.status, o.lastStatus, o.lastError, next, id, holder) as bigint | undefined;
+    if (attempt === undefined) return false;
+    this.sql.logAttempt.run(id, attempt, now, o.lastStatus, o.durationMs, o.lastError, o.response);
     const webhookId = this.sql.webhookOf.get(id) as string;
+    let disabled = 0;
     if (o.healthy) this.sql.healthy.run(webhookId);
     else {
       this.sql.failing.run(now, webhookId);
@@ -316,11 +373,11 @@ export class SqliteEvents {
       if (o.disable !== null || (failingSince !== null && failingSince <= cutoff)) {
         // The events committed while it was active are owed to it: fanned out before it stops.
         this.fanOut(Infinity, 'skip');
-        this.sql.disableIfFailing.run('every attempt failed for 5 days', webhookId, cutoff);
+        disabled += this.sql.disableIfFailing.run('failing' satisfies DisabledReason, webhookId, cutoff).changes;
       }
     }
-    if (o.disable !== null) this.sql.disable.run(o.disable, webhookId);
-    return true;
+    if (o.disable !== null) disabled += this.sql.disable.run(o.disable, webhookId).changes;
+    return disabled > 0 ? 'disabled' : true;
   }
 
   releaseLeases(holder: string): void {
@@ -331,7 +388,8 @@ export class SqliteEvents {
   nextDueInMs(): number | null {
     if ((this.sql.cursor.get() as bigint) < this.lastEventId() && this.sql.anyActive.get() === 1n) return 0;
     const now = this.now();
-    const at = this.sql.nextDue.get(now) as bigint | null;
+    const due = [this.sql.nextDue.get(now), this.sql.nextPingOfDisabled.get(now)] as Array<bigint | null>;
+    const at = due.filter((d) => d !== null).reduce<bigint | null>((a, b) => (a === null || b < a ? b : a), null);
     return at === null ? null : Math.max(0, Number(at) - now);
   }
 }

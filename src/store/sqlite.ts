@@ -6,6 +6,7 @@ import { createdPayload, deletedPayload } from './event-payload.js';
 import { GroupCommit, isBusy } from './group-commit.js';
 import { SqliteEvents, prepareEventStatements } from './sqlite-events.js';
 import { prepareBacklogStatements, readBacklog } from './sqlite-backlog.js';
+import { SqliteWebhooks, prepareWebhookStatements } from './sqlite-webhooks.js';
 import { snapshotPages } from './sqlite-snapshot.js';
 import { sqliteMigrations } from './migrations/sqlite.js';
 import { PageCache } from './page-cache.js';
@@ -15,7 +16,11 @@ import {
   type CreateResult,
   type PlantPage,
   type AttemptOutcome,
+  type AttemptRecord,
+  type AttemptRecorded,
   type ClaimedDelivery,
+  type NewWebhookRecord,
+  type WebhookPatch,
   type DeliveryRecord,
   type EventRecord,
   type PlantRecord,
@@ -157,6 +162,12 @@ export class SqliteStore implements Store {
   private get events(): SqliteEvents {
     this.eventStore ??= new SqliteEvents(prepareEventStatements(this.db));
     return this.eventStore;
+  }
+
+  private webhookStore: SqliteWebhooks | undefined;
+  private get webhooks(): SqliteWebhooks {
+    this.webhookStore ??= new SqliteWebhooks(prepareWebhookStatements(this.db), this.events);
+    return this.webhookStore;
   }
 
   private readonly watchers = new Set<() => void>();
@@ -357,7 +368,7 @@ export class SqliteStore implements Store {
     };
   }
 
-  createWebhook(webhook: WebhookRecord, max: number): Promise<boolean> {
+  createWebhook(webhook: NewWebhookRecord, max: number): Promise<boolean> {
     return this.writes.run(() => this.events.createWebhook(webhook, max));
   }
 
@@ -371,6 +382,35 @@ export class SqliteStore implements Store {
 
   enableWebhook(id: string, owner: string | null): Promise<boolean> {
     return this.writes.run(() => this.events.enableWebhook(id, owner));
+  }
+
+  updateWebhook(
+    id: string,
+    owner: string | null,
+    patch: WebhookPatch,
+  ): Promise<{ webhook: WebhookRecord; disabled: boolean } | undefined> {
+    return this.writes.run(() => this.webhooks.update(id, owner, patch));
+  }
+
+  rotateSecret(
+    id: string,
+    owner: string | null,
+    secret: string,
+    previousUntil: number | null,
+  ): Promise<WebhookRecord | undefined> {
+    return this.writes.run(() => this.webhooks.rotateSecret(id, owner, secret, previousUntil));
+  }
+
+  pingWebhook(id: string, owner: string | null): Promise<DeliveryRecord | undefined> {
+    return this.writes.run(() => this.webhooks.ping(id, owner));
+  }
+
+  recoverDeliveries(id: string, owner: string | null, since: number): Promise<number | undefined> {
+    return this.writes.run(() => this.webhooks.recover(id, owner, since));
+  }
+
+  listAttempts(webhookId: string, deliveryId: bigint, owner: string | null): Promise<AttemptRecord[] | undefined> {
+    return Promise.resolve(unavailableWhenBusy(() => this.webhooks.attempts(webhookId, deliveryId, owner)));
   }
 
   listDeliveries(webhookId: string, owner: string | null, limit: number): Promise<DeliveryRecord[] | undefined> {
@@ -393,7 +433,7 @@ export class SqliteStore implements Store {
     return this.leases.run(() => this.events.claim(holder, leaseMs, limit, perWebhook, busy, fanOut));
   }
 
-  recordAttempt(id: bigint, holder: string, outcome: AttemptOutcome): Promise<boolean> {
+  recordAttempt(id: bigint, holder: string, outcome: AttemptOutcome): Promise<AttemptRecorded> {
     return this.leases.run(() => this.events.recordAttempt(id, holder, outcome));
   }
 

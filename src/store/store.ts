@@ -133,6 +133,12 @@ export interface EventStore {
 }
 
 export type WebhookStatus = 'active' | 'disabled';
+/** Why a webhook is disabled (interface 1.2.0): a 410, 5 days of failures, or its owner. */
+export type DisabledReason = 'gone' | 'failing' | 'manual';
+
+/** A delivery's type: an event's, or a ping (POST /webhooks/{id}/ping), which is no event. */
+export type DeliveryType = EventType | 'webhook.ping';
+export const PING_TYPE = 'webhook.ping' satisfies DeliveryType;
 
 export interface WebhookRecord {
   readonly id: string;
@@ -145,6 +151,41 @@ export interface WebhookRecord {
   /** The signing secret as stored (sealed when SECRETS_KEY is set). */
   readonly secret: string;
   readonly createdAt: number;
+  /** At most 200 characters, '' when none was given. */
+  readonly description: string;
+  /** The first failed attempt since the last delivered one. */
+  readonly failingSince: number | null;
+  readonly disabledReason: DisabledReason | null;
+  /** The secret before the last rotation (sealed), still signing until `previousSecretUntil`. */
+  readonly previousSecret: string | null;
+  readonly previousSecretUntil: number | null;
+}
+
+/** What a new webhook is stored with; the rest starts empty. */
+export type NewWebhookRecord = Omit<
+  WebhookRecord,
+  'description' | 'failingSince' | 'disabledReason' | 'previousSecret' | 'previousSecretUntil'
+> & { readonly description?: string };
+
+/** The fields a PATCH /webhooks/{id} changes; those absent stay. */
+export interface WebhookPatch {
+  readonly url?: string;
+  readonly events?: readonly EventType[];
+  readonly description?: string;
+  readonly status?: WebhookStatus;
+}
+
+/** One attempt of a delivery, as GET …/attempts shows it. */
+export interface AttemptRecord {
+  /** Counts from 1 over the delivery's whole life (a recover goes on counting). */
+  readonly attempt: number;
+  /** When the attempt ended (the store's clock). */
+  readonly at: number;
+  readonly status: number | null;
+  readonly durationMs: number;
+  readonly error: string | null;
+  /** The first 1 KiB of the receiver's answer, as text. */
+  readonly response: string | null;
 }
 
 export type DeliveryStatus = 'pending' | 'delivered' | 'failed';
@@ -152,8 +193,9 @@ export type DeliveryStatus = 'pending' | 'delivered' | 'failed';
 export interface DeliveryRecord {
   readonly id: bigint;
   readonly webhookId: string;
-  readonly eventId: bigint;
-  readonly type: EventType;
+  /** Null for a ping. */
+  readonly eventId: bigint | null;
+  readonly type: DeliveryType;
   readonly status: DeliveryStatus;
   readonly attempts: number;
   readonly lastStatus: number | null;
@@ -165,11 +207,16 @@ export interface DeliveryRecord {
 /** A delivery a dispatcher holds a lease on, with what it needs to send it. */
 export interface ClaimedDelivery {
   readonly id: bigint;
-  readonly eventId: bigint;
-  readonly type: EventType;
+  /** Null for a ping. */
+  readonly eventId: bigint | null;
+  readonly type: DeliveryType;
+  /** Attempts made so far, over the delivery's whole life. */
   readonly attempts: number;
+  /** The attempts made before its schedule last started over (a recover): the schedule counts from here. */
+  readonly scheduleFrom: number;
+  /** The JSON to send ('' when its event is past retention). */
   readonly payload: string;
-  readonly webhook: Pick<WebhookRecord, 'id' | 'url' | 'secret'>;
+  readonly webhook: Pick<WebhookRecord, 'id' | 'owner' | 'url' | 'secret' | 'previousSecret' | 'previousSecretUntil'>;
 }
 
 /** What one attempt decided, recorded only while the dispatcher still holds the lease. */
@@ -181,21 +228,55 @@ export interface AttemptOutcome {
   readonly retryInMs: number | null;
   /** A 2xx: the webhook's failure streak ends. Otherwise it starts (or goes on). */
   readonly healthy: boolean;
-  /** Disables the webhook at once, saying why (a 410). */
-  readonly disable: string | null;
+  /** Disables the webhook at once (a 410). */
+  readonly disable: 'gone' | null;
   /** Disables the webhook once it has failed every attempt for this long (CONTRACT.md: 5 days). */
   readonly disableWhenFailingForMs: number;
+  /** For the attempt log: how long the attempt took, and the start of the receiver's answer. */
+  readonly durationMs: number;
+  readonly response: string | null;
 }
+
+/** false: the lease was lost, nothing recorded; 'disabled': recorded, and it disabled the webhook. */
+export type AttemptRecorded = boolean | 'disabled';
 
 export interface WebhookStore {
   /** Stores the webhook unless its owner already has `max`; false then. */
-  createWebhook(webhook: WebhookRecord, max: number): Promise<boolean>;
+  createWebhook(webhook: NewWebhookRecord, max: number): Promise<boolean>;
   /** The owner's webhooks (null: everyone's), oldest first. */
   listWebhooks(owner: string | null): Promise<WebhookRecord[]>;
   /** False when there is no such webhook of this owner (null: of anyone). Its deliveries go with it. */
   deleteWebhook(id: string, owner: string | null): Promise<boolean>;
   /** Active again, its failure streak forgotten; false when there is no such webhook of this owner. */
   enableWebhook(id: string, owner: string | null): Promise<boolean>;
+  /**
+   * Changes what the patch gives (a status change as enable does, or disabled 'manual'); undefined
+   * when there is no such webhook of this owner. `disabled`: this change disabled it.
+   */
+  updateWebhook(
+    id: string,
+    owner: string | null,
+    patch: WebhookPatch,
+  ): Promise<{ readonly webhook: WebhookRecord; readonly disabled: boolean } | undefined>;
+  /**
+   * A new signing secret (sealed); the current one signs too until `previousUntil` (null: from
+   * now on only the new one). Undefined when there is no such webhook of this owner.
+   */
+  rotateSecret(
+    id: string,
+    owner: string | null,
+    secret: string,
+    previousUntil: number | null,
+  ): Promise<WebhookRecord | undefined>;
+  /** A new ping delivery, due now whatever the webhook's status; undefined when there is no such webhook. */
+  pingWebhook(id: string, owner: string | null): Promise<DeliveryRecord | undefined>;
+  /**
+   * Every failed delivery of the webhook created at or after `since`: pending again, due now, its
+   * schedule started over; in one statement. Answers how many, or undefined when there is no such webhook.
+   */
+  recoverDeliveries(id: string, owner: string | null, since: number): Promise<number | undefined>;
+  /** A delivery's attempts, newest first; undefined when there is no such delivery of this webhook of this owner. */
+  listAttempts(webhookId: string, deliveryId: bigint, owner: string | null): Promise<AttemptRecord[] | undefined>;
   /** Newest first; undefined when there is no such webhook of this owner. */
   listDeliveries(webhookId: string, owner: string | null, limit: number): Promise<DeliveryRecord[] | undefined>;
   /** Pending again and due now (same webhook-id); false when there is no such delivery. */
@@ -203,8 +284,9 @@ export interface WebhookStore {
   /**
    * First makes the deliveries of up to `fanOut` events not yet fanned out (default
    * FAN_OUT_BATCH; a create writes only its event, see docs/events.md); then leases up to `limit`
-   * due deliveries of active webhooks for `leaseMs` (store clock), skipping any another dispatcher
-   * holds; at most `perWebhook` of one webhook, minus those `busy` counts.
+   * due deliveries of active webhooks (and the due pings of disabled ones) for `leaseMs` (store
+   * clock), skipping any another dispatcher holds; at most `perWebhook` of one webhook, minus those
+   * `busy` counts.
    */
   claimDeliveries(
     holder: string,
@@ -214,8 +296,11 @@ export interface WebhookStore {
     busy: ReadonlyMap<string, number>,
     fanOut?: number,
   ): Promise<ClaimedDelivery[]>;
-  /** Records an attempt; false when the lease was lost (another dispatcher took over). */
-  recordAttempt(id: bigint, holder: string, outcome: AttemptOutcome): Promise<boolean>;
+  /**
+   * Records an attempt, and its line in the attempt log, in the same write; false when the lease
+   * was lost (another dispatcher took over).
+   */
+  recordAttempt(id: bigint, holder: string, outcome: AttemptOutcome): Promise<AttemptRecorded>;
   /** Gives back the leases `holder` still has (a draining dispatcher): due again at once. */
   releaseLeases(holder: string): Promise<void>;
   /**

@@ -2,9 +2,11 @@ import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { FastifyBaseLogger } from 'fastify';
 import type { EventSettings } from '../config.js';
-import { type AttemptOutcome, type ClaimedDelivery, FAN_OUT_BATCH, failureFields, type Store } from '../store/store.js';
+import { type ClaimedDelivery, FAN_OUT_BATCH, PING_TYPE, failureFields, type Store } from '../store/store.js';
 import type { ApiPressure } from './api-pressure.js';
 import { type AttemptResultKind, attemptResultKind } from './attempt-result.js';
+import { logDisabled } from './disabled-log.js';
+import { outcomeOf } from './outcome.js';
 import type { SecretBox } from './secret-box.js';
 import type { WebhookAttempt, WebhookSender } from './sender.js';
 import { signDelivery } from './signing.js';
@@ -14,7 +16,7 @@ import { tracing, untraced } from '../system/tracing-hooks.js';
 const CLAIM_BATCH = 64;
 /** The longest sleep between two looks for due deliveries, whatever woke or did not wake it. */
 const MAX_IDLE_MS = 1000;
-const USER_AGENT = 'plant-store-webhooks/1.1.0';
+const USER_AGENT = 'plant-store-webhooks/1.2.0';
 /** The deliveries in flight in one process while the API saturates it (see ApiPressure). */
 const UNDER_PRESSURE_IN_FLIGHT = 8;
 /**
@@ -24,39 +26,8 @@ const UNDER_PRESSURE_IN_FLIGHT = 8;
  */
 const UNDER_PRESSURE_LOOK_MS = 50;
 
-/** ±20 % (CONTRACT.md), so that many deliveries that failed together do not retry together. */
-const jitter = (ms: number, random: () => number): number => Math.round(ms * (0.8 + 0.4 * random()));
-
-/**
- * What an attempt means for its delivery and webhook: 2xx delivered; 410 failed, and the webhook
- * disabled; anything else retried on the schedule, then failed. `attempt` counts from 1.
- */
-export function outcomeOf(
-  attempt: number,
-  result: WebhookAttempt,
-  settings: Pick<EventSettings, 'retrySchedule' | 'disableAfterFailingMs'>,
-  random: () => number = Math.random,
-): AttemptOutcome {
-  const status = result.status ?? null;
-  const ok = result.error === undefined && status !== null && status >= 200 && status < 300;
-  const common = { lastStatus: status, disableWhenFailingForMs: settings.disableAfterFailingMs };
-  if (ok) return { ...common, status: 'delivered', lastError: null, retryInMs: null, healthy: true, disable: null };
-  const lastError = result.error ?? `the receiver answered ${status}`;
-  if (status === 410) {
-    return {
-      ...common,
-      status: 'failed',
-      lastError,
-      retryInMs: null,
-      healthy: false,
-      disable: 'the receiver answered 410 Gone',
-    };
-  }
-  const wait = settings.retrySchedule[attempt]; // the wait before attempt + 1
-  if (wait === undefined)
-    return { ...common, status: 'failed', lastError, retryInMs: null, healthy: false, disable: null };
-  return { ...common, status: 'pending', lastError, retryInMs: jitter(wait, random), healthy: false, disable: null };
-}
+// Kept where the tests and callers of 1.1.0 found it.
+export { outcomeOf } from './outcome.js';
 
 /**
  * Sends due deliveries, in every `serve` process of every instance. Deliveries are leased in the
@@ -217,14 +188,14 @@ export class Dispatcher {
     if (delivery.payload === '') {
       result = { durationMs: 0, error: 'the event is past its retention (EVENT_RETENTION) and cannot be sent' };
     } else {
-      let secret: string | undefined;
+      let secrets: string[] | undefined;
       try {
-        secret = this.box.open(delivery.webhook.secret, webhookIdOf(delivery));
+        secrets = this.secretsOf(delivery);
       } catch (error) {
         result = { durationMs: 0, error: (error as Error).message };
       }
-      if (secret !== undefined) {
-        const signed = signDelivery(secret, `evt_${delivery.eventId}`, this.clock() / 1000, delivery.payload);
+      if (secrets !== undefined) {
+        const signed = signDelivery(secrets, messageIdOf(delivery), this.clock() / 1000, delivery.payload);
         const headers: Record<string, string> = {
           'content-type': 'application/json',
           'user-agent': USER_AGENT,
@@ -251,7 +222,11 @@ export class Dispatcher {
       }
     }
     this.observe?.(attemptResultKind(result!), result!.durationMs / 1000);
-    const outcome = outcomeOf(attempt, result!, this.settings);
+    // The schedule counts from its last start (a recover); a ping is attempted once.
+    const outcome = outcomeOf(attempt - delivery.scheduleFrom, result!, this.settings, Math.random, {
+      now: this.clock(),
+      retries: delivery.type !== PING_TYPE,
+    });
     try {
       const recorded = await this.store.recordAttempt(delivery.id, this.holder, outcome);
       if (!recorded)
@@ -259,7 +234,8 @@ export class Dispatcher {
           { delivery: String(delivery.id) },
           'webhook dispatcher: lease lost before the attempt was recorded',
         );
-      if (outcome.disable !== null || (!outcome.healthy && outcome.status === 'failed')) {
+      if (recorded === 'disabled') logDisabled(this.log, delivery.webhook, outcome.disable ?? 'failing');
+      if (!outcome.healthy && outcome.status === 'failed') {
         this.log.info(
           {
             webhook: delivery.webhook.id,
@@ -267,7 +243,7 @@ export class Dispatcher {
             status: outcome.status,
             reason: outcome.lastError,
           },
-          outcome.disable ?? 'webhook delivery failed for good',
+          'webhook delivery failed for good',
         );
       }
     } catch (error) {
@@ -277,6 +253,19 @@ export class Dispatcher {
         'webhook dispatcher: could not record an attempt',
       );
     }
+  }
+
+  /**
+   * The secrets to sign with: the current one, and during a rotation's overlap the previous one
+   * after it (by this process's clock, which set the overlap's end: webhook.service.ts).
+   */
+  private secretsOf(delivery: ClaimedDelivery): string[] {
+    const { id, secret, previousSecret, previousSecretUntil } = delivery.webhook;
+    const secrets = [this.box.open(secret, id)];
+    if (previousSecret !== null && previousSecretUntil !== null && this.clock() < previousSecretUntil) {
+      secrets.push(this.box.open(previousSecret, id));
+    }
+    return secrets;
   }
 
   /**
@@ -294,4 +283,9 @@ export class Dispatcher {
   }
 }
 
-const webhookIdOf = (delivery: ClaimedDelivery): string => delivery.webhook.id;
+/**
+ * The webhook-id header: `evt_<event id>` (the same on every retry, a recover's too), or for a
+ * ping `ping_<delivery id>` (each ping its own message).
+ */
+const messageIdOf = (delivery: ClaimedDelivery): string =>
+  delivery.eventId === null ? `ping_${delivery.id}` : `evt_${delivery.eventId}`;

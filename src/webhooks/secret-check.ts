@@ -26,9 +26,12 @@ export async function checkStoredSecrets(
   const closed: string[] = [];
   const plain: string[] = [];
   for (const webhook of webhooks) {
+    // A rotated-out secret still signs until its overlap ends: it must open too (the clock does not
+    // matter here: one that has ended is no longer read, and opening it costs nothing).
+    const stored = webhook.previousSecret === null ? [webhook.secret] : [webhook.secret, webhook.previousSecret];
     try {
-      box.open(webhook.secret, webhook.id);
-      if (box.encrypts && !box.isSealed(webhook.secret)) plain.push(webhook.id);
+      for (const secret of stored) box.open(secret, webhook.id);
+      if (box.encrypts && stored.some((secret) => !box.isSealed(secret))) plain.push(webhook.id);
     } catch {
       closed.push(webhook.id);
     }

@@ -8,7 +8,7 @@ export interface WebhookSenderOptions {
   readonly resolve?: Resolve;
   /** The whole attempt: connect, headers and body (CONTRACT.md, Events: "a timeout (10 s)"). */
   readonly timeoutMs?: number;
-  /** How much of the answer is kept for the delivery record; the rest is never read. */
+  /** How much of the answer is kept for the attempt log (1 KiB); the rest is never read. */
   readonly maxResponseBytes?: number;
   /** Open connections per receiver origin, so one slow receiver cannot take every socket. */
   readonly connectionsPerOrigin?: number;
@@ -31,6 +31,8 @@ export interface WebhookAttempt {
   responseSnippet?: string;
   /** The address policy refused the target (after DNS resolution, or a literal address): nothing was sent. */
   refused?: true;
+  /** The Retry-After header of a 429 or 503 answer, as sent. */
+  retryAfter?: string;
 }
 
 class AttemptTimeout extends Error {}
@@ -74,7 +76,7 @@ export class WebhookSender {
   constructor(options: WebhookSenderOptions) {
     this.#allowPrivate = options.allowPrivate;
     this.#timeoutMs = options.timeoutMs ?? 10_000;
-    this.#maxResponseBytes = options.maxResponseBytes ?? 4096;
+    this.#maxResponseBytes = options.maxResponseBytes ?? 1024;
     this.#agent = new Agent({
       connect: {
         lookup: checkedLookup({ allowPrivate: options.allowPrivate, resolve: options.resolve }),
@@ -111,8 +113,10 @@ export class WebhookSender {
         signal: controller.signal,
       });
       status = response.statusCode;
+      const header = response.headers['retry-after'];
+      const retryAfter = status === 429 || status === 503 ? (Array.isArray(header) ? header[0] : header) : undefined;
       const responseSnippet = await readPrefix(response.body, this.#maxResponseBytes);
-      return { status, durationMs: elapsed(), responseSnippet };
+      return { status, durationMs: elapsed(), responseSnippet, ...(retryAfter === undefined ? {} : { retryAfter }) };
     } catch (error) {
       const failure = this.#describe(error, url, controller.signal.aborted);
       if (status !== undefined) return { status, durationMs: elapsed(), error: failure };

@@ -25,10 +25,19 @@ export interface SignedHeaders {
 /**
  * The three headers of a signed delivery: `webhook-signature` is `v1,` and the base64
  * HMAC-SHA256 of `<id>.<timestamp>.<body>` under the secret's decoded bytes. The id is the same
- * on every retry of one event to one webhook, so a receiver can drop duplicates by it.
+ * on every retry of one event to one webhook, so a receiver can drop duplicates by it. With several
+ * secrets (a rotation's overlap: the new one first), one signature each, space-separated, as
+ * Standard Webhooks says: a receiver holding any one of them verifies.
  */
-export function signDelivery(secret: string, id: string, timestampSeconds: number, body: string): SignedHeaders {
+export function signDelivery(
+  secret: string | readonly string[],
+  id: string,
+  timestampSeconds: number,
+  body: string,
+): SignedHeaders {
   const timestamp = String(Math.floor(timestampSeconds));
-  const mac = createHmac('sha256', keyOf(secret)).update(`${id}.${timestamp}.${body}`).digest('base64');
-  return { 'webhook-id': id, 'webhook-timestamp': timestamp, 'webhook-signature': `v1,${mac}` };
+  const signatures = (typeof secret === 'string' ? [secret] : secret).map(
+    (s) => `v1,${createHmac('sha256', keyOf(s)).update(`${id}.${timestamp}.${body}`).digest('base64')}`,
+  );
+  return { 'webhook-id': id, 'webhook-timestamp': timestamp, 'webhook-signature': signatures.join(' ') };
 }

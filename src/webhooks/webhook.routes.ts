@@ -2,15 +2,9 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import Type from 'typebox';
 import { requireJson } from '../http/json-body.js';
 import { errorResponses } from '../http/responses.js';
-import {
-  CreatedWebhookSchema,
-  DeliveriesQuery,
-  DeliveryParams,
-  DeliverySchema,
-  NewWebhookSchema,
-  WebhookIdParams,
-  WebhookSchema,
-} from './webhook.schema.js';
+import { DeliveriesQuery, DeliveryParams, DeliverySchema } from './delivery.schema.js';
+import { webhookManageRoutes } from './webhook-manage.routes.js';
+import { CreatedWebhookSchema, NewWebhookSchema, WebhookIdParams, WebhookSchema } from './webhook.schema.js';
 import type { WebhookService } from './webhook.service.js';
 
 const security = [{ bearerAuth: [] }];
@@ -43,6 +37,7 @@ export function webhookRoutes(service: WebhookService): FastifyPluginAsyncTypebo
           allPlants: principal.scopes.has('plants:admin'),
           url: request.body.url,
           events: request.body.events,
+          description: request.body.description,
         });
         return reply.code(201).send(created);
       },
@@ -142,5 +137,7 @@ export function webhookRoutes(service: WebhookService): FastifyPluginAsyncTypebo
       },
       (request) => service.enable(request.principal.subject, request.params.id),
     );
+
+    webhookManageRoutes(app, service);
   };
 }

@@ -1,21 +1,28 @@
 import Type, { type Static } from 'typebox';
-import { Int64, int64 } from '../plants/plant.schema.js';
-import type { EventType } from '../store/store.js';
+import { TEXT_RULE, textPattern } from '../plants/plant.schema.js';
+import type { DisabledReason, EventType } from '../store/store.js';
 
-// The shapes of CONTRACT.md's Events section: Webhook, the created webhook with its secret once,
-// and a delivery record.
+// The shapes of CONTRACT.md's Events sections (1.1.0 and 1.2.0): Webhook, the created webhook with
+// its secret once, and the bodies that change a webhook. Deliveries: delivery.schema.ts.
 
 // The OpenAPI document's examples tell one story (as plant.schema.ts's do): POST /webhooks answers
 // this webhook, and the operations on /webhooks/{id} name it.
-const EXAMPLE_WEBHOOK = {
+export const EXAMPLE_WEBHOOK = {
   id: 'wh_5Hc2vKQ9XyPz3mTb',
   url: 'https://example.com/hooks/plants',
   events: ['plant.created', 'plant.deleted'],
   status: 'active',
   createdAt: '2025-03-01T09:30:00.000Z',
+  description: 'Greenhouse inventory sync',
+  failingSince: null,
+  disabledReason: null,
 } as const;
-const EXAMPLE_DELIVERY_ID = 7;
 const EXAMPLE_SECRET = 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw';
+/** The secret POST /webhooks/{id}/secret answers: the one after EXAMPLE_SECRET. */
+const EXAMPLE_ROTATED_SECRET = 'whsec_Zb3q1xJf0oYtE8m2RkVw7uHcLp4sNa6D';
+export const DESCRIPTION_MAX = 200;
+/** The longest overlap of two secrets a rotation may ask for: 7 days. */
+export const OVERLAP_MAX_SECONDS = 604_800;
 
 export const EventTypeSchema = Type.Union(
   [
@@ -25,11 +32,29 @@ export const EventTypeSchema = Type.Union(
   { description: 'plant.created (the payload is the NewPlant) or plant.deleted (`{"id": <int64>}`)' },
 );
 
-const Timestamp = Type.String({
+export const Timestamp = Type.String({
   format: 'date-time',
   description: 'RFC 3339, UTC',
   examples: [EXAMPLE_WEBHOOK.createdAt],
 });
+
+const Description = Type.String({
+  maxLength: DESCRIPTION_MAX,
+  pattern: textPattern(DESCRIPTION_MAX, 0),
+  description: `what the webhook is for, for its owner: 0 to ${DESCRIPTION_MAX} ${TEXT_RULE}`,
+  examples: [EXAMPLE_WEBHOOK.description],
+});
+
+const WebhookUrl = Type.String({
+  minLength: 1,
+  maxLength: 2048,
+  description:
+    'an absolute https:// URL of a public host (WEBHOOK_ALLOW_PRIVATE=1 also allows http:// and private hosts)',
+  examples: [EXAMPLE_WEBHOOK.url],
+});
+
+const eventTypes = (description: string) =>
+  Type.Array(EventTypeSchema, { minItems: 1, uniqueItems: true, description, examples: [EXAMPLE_WEBHOOK.events] });
 
 export const WebhookSchema = Type.Object(
   {
@@ -40,9 +65,26 @@ export const WebhookSchema = Type.Object(
       examples: [EXAMPLE_WEBHOOK.events],
     }),
     status: Type.Union([Type.Literal('active'), Type.Literal('disabled')], {
-      description: 'disabled after a 410 answer, or after every attempt failed for 5 days; see POST …/enable',
+      description:
+        'disabled after a 410 answer, after every attempt failed for 5 days, or by its owner (PATCH); see POST …/enable',
     }),
     createdAt: Timestamp,
+    description: Description,
+    failingSince: Type.Union([Timestamp, Type.Null()], {
+      description: 'the first failed attempt since the last delivered one; null while deliveries succeed',
+    }),
+    disabledReason: Type.Union(
+      [
+        Type.Literal('gone' satisfies DisabledReason),
+        Type.Literal('failing' satisfies DisabledReason),
+        Type.Literal('manual' satisfies DisabledReason),
+        Type.Null(),
+      ],
+      {
+        description:
+          'null while active; `gone` after a 410 answer, `failing` after 5 days of failed attempts, `manual` when its owner disabled it',
+      },
+    ),
   },
   { additionalProperties: false, description: 'A subscription to events.', examples: [EXAMPLE_WEBHOOK] },
 );
@@ -65,78 +107,80 @@ export const CreatedWebhookSchema = Type.Object(
 
 export const NewWebhookSchema = Type.Object(
   {
-    url: Type.String({
-      minLength: 1,
-      maxLength: 2048,
-      description:
-        'an absolute https:// URL of a public host (WEBHOOK_ALLOW_PRIVATE=1 also allows http:// and private hosts)',
-      examples: [EXAMPLE_WEBHOOK.url],
-    }),
-    events: Type.Optional(
-      Type.Array(EventTypeSchema, {
-        minItems: 1,
-        uniqueItems: true,
-        description: 'default: every event type',
-        examples: [EXAMPLE_WEBHOOK.events],
+    url: WebhookUrl,
+    events: Type.Optional(eventTypes('default: every event type')),
+    description: Type.Optional(Description),
+  },
+  {
+    additionalProperties: false,
+    description: 'A webhook to create.',
+    examples: [{ url: EXAMPLE_WEBHOOK.url, events: EXAMPLE_WEBHOOK.events, description: EXAMPLE_WEBHOOK.description }],
+  },
+);
+export type NewWebhookBody = Static<typeof NewWebhookSchema>;
+
+export const WebhookPatchSchema = Type.Object(
+  {
+    url: Type.Optional(WebhookUrl),
+    events: Type.Optional(eventTypes('the event types delivered from now on')),
+    description: Type.Optional(Description),
+    status: Type.Optional(
+      Type.Union([Type.Literal('active'), Type.Literal('disabled')], {
+        description:
+          '`disabled` pauses deliveries (disabledReason `manual`); `active` resumes them as POST …/enable does',
       }),
     ),
   },
   {
     additionalProperties: false,
-    description: 'A webhook to create.',
-    examples: [{ url: EXAMPLE_WEBHOOK.url, events: EXAMPLE_WEBHOOK.events }],
+    minProperties: 1,
+    description:
+      'The fields to change, at least one; the others stay. A new url applies to every delivery not yet delivered.',
+    examples: [{ description: 'Greenhouse inventory sync (paused for maintenance)', status: 'disabled' }],
   },
 );
-export type NewWebhookBody = Static<typeof NewWebhookSchema>;
+export type WebhookPatchBody = Static<typeof WebhookPatchSchema>;
 
-export const DeliverySchema = Type.Object(
+export const RotateSecretSchema = Type.Object(
   {
-    id: int64([EXAMPLE_DELIVERY_ID]),
-    type: EventTypeSchema,
-    eventId: Int64,
-    status: Type.Union([Type.Literal('pending'), Type.Literal('delivered'), Type.Literal('failed')]),
-    attempts: Type.Integer({ minimum: 0, description: 'attempts made so far' }),
-    lastStatus: Type.Union([Type.Integer(), Type.Null()], { description: "the receiver's last HTTP status" }),
-    lastError: Type.Union([Type.String(), Type.Null()], { description: 'why the last attempt failed' }),
-    nextAttemptAt: Type.Union([Timestamp, Type.Null()], { description: 'when a pending delivery is tried next' }),
-    createdAt: Timestamp,
+    overlapSeconds: Type.Optional(
+      Type.Integer({
+        minimum: 0,
+        maximum: OVERLAP_MAX_SECONDS,
+        default: 86_400,
+        description:
+          'how long the old secret keeps signing beside the new one (0 to 604800 seconds, default 86400: one day); 0 ends it at once',
+        examples: [86_400],
+      }),
+    ),
   },
   {
     additionalProperties: false,
-    description: 'One event sent (or to be sent) to one webhook.',
-    examples: [
-      {
-        id: EXAMPLE_DELIVERY_ID,
-        type: 'plant.created',
-        eventId: 1,
-        status: 'delivered',
-        attempts: 1,
-        lastStatus: 204,
-        lastError: null,
-        nextAttemptAt: null,
-        createdAt: EXAMPLE_WEBHOOK.createdAt,
-      },
-    ],
+    description: 'A secret rotation; an empty object (or no body) takes the default overlap.',
+    examples: [{ overlapSeconds: 86_400 }],
   },
 );
-export type DeliveryBody = Static<typeof DeliverySchema>;
 
-const WebhookId = Type.String({
+export const RotatedWebhookSchema = Type.Object(
+  {
+    ...WebhookSchema.properties,
+    secret: Type.String({
+      description: 'the new signing secret, `whsec_` and base64: shown this once, never again',
+      examples: [EXAMPLE_ROTATED_SECRET],
+    }),
+  },
+  {
+    additionalProperties: false,
+    description:
+      'The webhook with its new signing secret. Until the overlap ends, every delivery carries a signature with each secret.',
+    examples: [{ ...EXAMPLE_WEBHOOK, secret: EXAMPLE_ROTATED_SECRET }],
+  },
+);
+
+export const WebhookId = Type.String({
   minLength: 1,
   maxLength: 64,
   description: 'the webhook id',
   examples: [EXAMPLE_WEBHOOK.id],
 });
 export const WebhookIdParams = Type.Object({ id: WebhookId });
-export const DeliveryParams = Type.Object({ id: WebhookId, deliveryId: int64([EXAMPLE_DELIVERY_ID]) });
-export const DeliveriesQuery = Type.Object({
-  limit: Type.Optional(
-    Type.Integer({
-      minimum: 1,
-      maximum: 1000,
-      default: 100,
-      description: 'how many deliveries, newest first',
-      examples: [10],
-    }),
-  ),
-});

@@ -1,12 +1,26 @@
 import { randomBytes } from 'node:crypto';
+import type { FastifyBaseLogger } from 'fastify';
 import type { Principal } from '../auth/authenticator.js';
 import type { EventSettings } from '../config.js';
 import { HttpError } from '../errors.js';
-import { EVENT_TYPES, type DeliveryRecord, type EventType, type Store, type WebhookRecord } from '../store/store.js';
+import {
+  type AttemptRecord,
+  EVENT_TYPES,
+  type DeliveryRecord,
+  PING_TYPE,
+  type EventType,
+  type NewWebhookRecord,
+  type Store,
+  type WebhookPatch,
+  type WebhookRecord,
+} from '../store/store.js';
 import { checkWebhookUrl } from './address-policy.js';
+import type { AttemptBody, DeliveryBody, PingDeliveryBody } from './delivery.schema.js';
+import { logDisabled } from './disabled-log.js';
 import type { SecretBox } from './secret-box.js';
 import { newWebhookSecret } from './signing.js';
-import type { DeliveryBody, WebhookBody } from './webhook.schema.js';
+import { DESCRIPTION_MAX, type WebhookBody, type WebhookPatchBody } from './webhook.schema.js';
+import { textPattern } from '../plants/plant.schema.js';
 
 const ALPHABET = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
 
@@ -25,6 +39,9 @@ export const webhookBody = (w: WebhookRecord): WebhookBody => ({
   events: [...w.events],
   status: w.status,
   createdAt: new Date(w.createdAt).toISOString(),
+  description: w.description,
+  failingSince: iso(w.failingSince),
+  disabledReason: w.status === 'active' ? null : w.disabledReason,
 });
 
 export const deliveryBody = (d: DeliveryRecord): DeliveryBody => ({
@@ -39,12 +56,44 @@ export const deliveryBody = (d: DeliveryRecord): DeliveryBody => ({
   createdAt: new Date(d.createdAt).toISOString(),
 });
 
+const attemptBody = (a: AttemptRecord): AttemptBody => ({
+  attempt: a.attempt,
+  at: new Date(a.at).toISOString(),
+  status: a.status,
+  durationMs: a.durationMs,
+  error: a.error,
+  response: a.response,
+});
+
+/** RFC 3339 `date-time` (§5.6), exactly: a date, a time and an offset. */
+const RFC3339 = /^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:[Zz]|[+-]\d{2}:\d{2})$/;
+
+function parseTime(text: string, what: string): number {
+  const ms = RFC3339.test(text) ? Date.parse(text.toUpperCase()) : Number.NaN;
+  if (Number.isNaN(ms)) throw new HttpError(400, `${what} must be an RFC 3339 time such as 2025-03-01T06:00:00Z`);
+  return ms;
+}
+
+/** The rule the HTTP schema applies (webhook.schema.ts), for the CLI's descriptions too. */
+const DESCRIPTION_RULE = new RegExp(textPattern(DESCRIPTION_MAX, 0), 'u');
+
+function checkDescription(text: string | undefined): string | undefined {
+  if (text !== undefined && !DESCRIPTION_RULE.test(text)) {
+    throw new HttpError(400, `a description is at most ${DESCRIPTION_MAX} characters, without control characters`);
+  }
+  return text;
+}
+
+/** The default overlap of two secrets after a rotation: one day (CONTRACT.md 1.2.0). */
+export const DEFAULT_OVERLAP_SECONDS = 86_400;
+
 export interface NewWebhook {
   readonly owner: string;
   /** Created by a plants:admin caller (or `--all-plants`): receives every plant's events. */
   readonly allPlants: boolean;
   readonly url: string;
   readonly events?: readonly EventType[] | undefined;
+  readonly description?: string | undefined;
 }
 
 /**
@@ -61,19 +110,18 @@ export class WebhookService {
 
   /** The webhook, and its secret: returned this once. */
   async create(input: NewWebhook): Promise<WebhookBody & { secret: string }> {
-    const checked = checkWebhookUrl(input.url, { allowPrivate: this.settings.allowPrivateTargets });
-    if (!checked.ok) throw new HttpError(400, checked.reason);
     const id = newWebhookId();
     const secret = newWebhookSecret();
-    const record: WebhookRecord = {
+    const record: NewWebhookRecord = {
       id,
       owner: input.owner,
       allPlants: input.allPlants,
-      url: checked.url.href,
-      events: EVENT_TYPES.filter((type) => (input.events ?? EVENT_TYPES).includes(type)),
+      url: this.checkUrl(input.url),
+      events: inOrder(input.events ?? EVENT_TYPES),
       status: 'active',
       secret: this.box.seal(secret, id),
       createdAt: this.clock(),
+      description: checkDescription(input.description) ?? '',
     };
     if (!(await this.store.createWebhook(record, this.settings.maxWebhooksPerSubject))) {
       throw new HttpError(
@@ -81,7 +129,77 @@ export class WebhookService {
         `a subject may have at most ${this.settings.maxWebhooksPerSubject} webhooks; delete one first`,
       );
     }
-    return { ...webhookBody(record), secret };
+    const stored: WebhookRecord = {
+      ...record,
+      description: record.description ?? '',
+      failingSince: null,
+      disabledReason: null,
+      previousSecret: null,
+      previousSecretUntil: null,
+    };
+    return { ...webhookBody(stored), secret };
+  }
+
+  private checkUrl(url: string): string {
+    const checked = checkWebhookUrl(url, { allowPrivate: this.settings.allowPrivateTargets });
+    if (!checked.ok) throw new HttpError(400, checked.reason);
+    return checked.url.href;
+  }
+
+  /**
+   * PATCH /webhooks/{id}: changes what `patch` gives. `log`: where a webhook disabled by this
+   * change is told (one warn line, CONTRACT.md 1.2.0 Logs).
+   */
+  async update(
+    owner: string | null,
+    id: string,
+    patch: WebhookPatchBody,
+    log?: Pick<FastifyBaseLogger, 'warn'>,
+  ): Promise<WebhookBody> {
+    if (Object.keys(patch).length === 0)
+      throw new HttpError(400, 'give at least one of url, events, description, status');
+    const change: WebhookPatch = {
+      ...(patch.url !== undefined && { url: this.checkUrl(patch.url) }),
+      ...(patch.events !== undefined && { events: inOrder(patch.events) }),
+      ...(patch.description !== undefined && { description: checkDescription(patch.description) }),
+      ...(patch.status !== undefined && { status: patch.status }),
+    };
+    const updated = await this.store.updateWebhook(id, owner, change);
+    if (updated === undefined) throw notFound(id);
+    if (updated.disabled && log !== undefined) logDisabled(log, updated.webhook, 'manual');
+    return webhookBody(updated.webhook);
+  }
+
+  /** A new secret, shown this once; the old one signs beside it for `overlapSeconds`. */
+  async rotateSecret(
+    owner: string | null,
+    id: string,
+    overlapSeconds = DEFAULT_OVERLAP_SECONDS,
+  ): Promise<WebhookBody & { secret: string }> {
+    const secret = newWebhookSecret();
+    // The end of the overlap by this service's clock, which the dispatchers compare with theirs.
+    const until = overlapSeconds > 0 ? this.clock() + overlapSeconds * 1000 : null;
+    const rotated = await this.store.rotateSecret(id, owner, this.box.seal(secret, id), until);
+    if (rotated === undefined) throw notFound(id);
+    return { ...webhookBody(rotated), secret };
+  }
+
+  async ping(owner: string | null, id: string): Promise<PingDeliveryBody> {
+    const made = await this.store.pingWebhook(id, owner);
+    if (made === undefined) throw notFound(id);
+    return { ...deliveryBody(made), type: PING_TYPE, eventId: null };
+  }
+
+  async recover(owner: string | null, id: string, since: string): Promise<{ requeued: number }> {
+    const requeued = await this.store.recoverDeliveries(id, owner, parseTime(since, 'since'));
+    if (requeued === undefined) throw notFound(id);
+    return { requeued };
+  }
+
+  async attempts(owner: string | null, id: string, deliveryId: bigint): Promise<AttemptBody[]> {
+    const found = await this.store.listAttempts(id, deliveryId, owner);
+    if (found === undefined) throw new HttpError(404, `no delivery ${deliveryId} of webhook ${id}`);
+    return found.map(attemptBody);
   }
 
   async list(owner: string | null): Promise<WebhookBody[]> {
@@ -113,6 +231,9 @@ export class WebhookService {
 }
 
 const notFound = (id: string): HttpError => new HttpError(404, `no webhook ${id}`);
+
+/** The event types asked for, in the one order they are stored and shown. */
+const inOrder = (events: readonly EventType[]): EventType[] => EVENT_TYPES.filter((type) => events.includes(type));
 
 /** Over HTTP a caller manages its own webhooks only; plants:admin changes which events they get. */
 export const webhookOwner = (principal: Principal): string => principal.subject;

@@ -123,3 +123,117 @@ test('with SECRETS_KEY the stored secret is sealed, never the secret itself', as
   assert.equal(bad.code, 2);
   assert.match(bad.stderr, /SECRETS_KEY must be 32 bytes/);
 });
+
+test('webhooks update changes a webhook (exit 0), --json prints it; no change or a bad value is usage (exit 2); unknown id exit 1', async () => {
+  const env = freshDb();
+  const added = await runCli(
+    ['webhooks', 'add', '--subject', 'alice', '--url', 'https://hooks.example.com/a', '--json'],
+    env,
+  );
+  const { id } = JSON.parse(added.stdout) as { id: string };
+  const updated = await runCli(
+    [
+      'webhooks',
+      'update',
+      id,
+      '--url',
+      'https://hooks.example.com/b',
+      '--events',
+      'plant.deleted',
+      '--description',
+      'CRM',
+      '--status',
+      'disabled',
+      '--json',
+    ],
+    env,
+  );
+  assert.equal(updated.code, 0, updated.stderr);
+  const webhook = JSON.parse(updated.stdout) as Record<string, unknown>;
+  assert.deepEqual(
+    [webhook.url, webhook.events, webhook.description, webhook.status, webhook.disabledReason],
+    ['https://hooks.example.com/b', ['plant.deleted'], 'CRM', 'disabled', 'manual'],
+  );
+  const human = await runCli(['webhooks', 'update', id, '--status', 'active'], env);
+  assert.equal(human.code, 0);
+  assert.equal(human.stdout, '');
+  assert.match(
+    human.stderr,
+    new RegExp(`Updated webhook ${id}: https://hooks.example.com/b \\(plant.deleted\\), active.`),
+  );
+  for (const bad of [[], ['--status', 'paused'], ['--events', 'plant.moved']]) {
+    assert.equal((await runCli(['webhooks', 'update', id, ...bad], env)).code, 2, bad.join(' '));
+  }
+  const refused = await runCli(['webhooks', 'update', id, '--url', 'http://127.0.0.1/x'], env);
+  assert.equal(refused.code, 1);
+  assert.match(refused.stderr, /^plant-store: the webhook URL must/m);
+  assert.equal((await runCli(['webhooks', 'update', 'wh_missing', '--description', 'x'], env)).code, 1);
+  const help = await runCli(['webhooks', 'update', '--help'], env);
+  assert.equal(help.code, 0);
+  assert.match(help.stdout, /webhooks update <webhook-id> \[--url/);
+});
+
+test('webhooks rotate prints the new secret alone on stdout; --overlap takes 0 to 7d; --json carries the secret', async () => {
+  const env = freshDb();
+  const added = await runCli(['webhooks', 'add', '--subject', 'alice', '--url', 'https://hooks.example.com/a'], env);
+  const id = /Created webhook (wh_[0-9A-Za-z]{16})/.exec(added.stderr)![1]!;
+  const rotated = await runCli(['webhooks', 'rotate', id, '--overlap', '1h'], env);
+  assert.equal(rotated.code, 0, rotated.stderr);
+  assert.match(rotated.stdout, /^whsec_[A-Za-z0-9+/]{32}\n$/);
+  assert.notEqual(rotated.stdout, added.stdout);
+  assert.match(rotated.stderr, /the old one signs beside it for 1h/);
+  const json = await runCli(['webhooks', 'rotate', id, '--overlap', '0', '--json'], env);
+  assert.equal(json.code, 0, json.stderr);
+  const body = JSON.parse(json.stdout) as { id: string; secret: string };
+  assert.equal(body.id, id);
+  assert.match(body.secret, /^whsec_/);
+  for (const overlap of ['8d', 'soon', '-1s', '1500ms']) {
+    assert.equal((await runCli(['webhooks', 'rotate', id, '--overlap', overlap], env)).code, 2, overlap);
+  }
+  assert.equal((await runCli(['webhooks', 'rotate', 'wh_missing'], env)).code, 1);
+});
+
+test('webhooks ping, recover and attempts: a pending ping, failed deliveries requeued, a delivery’s attempts', async () => {
+  const env = freshDb({ WEBHOOK_ALLOW_PRIVATE: '1' });
+  const added = await runCli(['webhooks', 'add', '--subject', 'alice', '--url', 'http://127.0.0.1:9/x', '--json'], env);
+  const { id } = JSON.parse(added.stdout) as { id: string };
+  const ping = await runCli(['webhooks', 'ping', id, '--json'], env);
+  assert.equal(ping.code, 0, ping.stderr);
+  assert.match(ping.stdout, /"type":"webhook\.ping","eventId":null,"status":"pending"/);
+  const pingId = /"id":(\d+)/.exec(ping.stdout)![1]!;
+  // What a dispatcher would have recorded: one failed attempt of the ping.
+  const db = new Database(env.DATABASE_URL!.slice('sqlite:'.length));
+  db.prepare("UPDATE deliveries SET status = 'failed', attempts = 1, created_at = 1000, next_attempt_at = NULL").run();
+  db.prepare("INSERT INTO delivery_attempts VALUES (?, 1, 1740821405412, NULL, 12, 'connection refused', NULL)").run(
+    pingId,
+  );
+  db.close();
+  const attempts = await runCli(['webhooks', 'attempts', id, pingId], env);
+  assert.equal(attempts.code, 0, attempts.stderr);
+  assert.match(
+    attempts.stdout,
+    /^ATTEMPT\s+AT\s+STATUS\s+MS\s+ERROR\s+RESPONSE\n1\s+2025-03-01T09:30:05.412Z\s+-\s+12\s+connection refused\s+-\n$/,
+  );
+  const attemptsJson = JSON.parse(
+    (await runCli(['webhooks', 'attempts', id, pingId, '--json'], env)).stdout,
+  ) as unknown;
+  assert.deepEqual(attemptsJson, [
+    {
+      attempt: 1,
+      at: '2025-03-01T09:30:05.412Z',
+      status: null,
+      durationMs: 12,
+      error: 'connection refused',
+      response: null,
+    },
+  ]);
+  assert.equal((await runCli(['webhooks', 'attempts', id, 'x'], env)).code, 2);
+  assert.equal((await runCli(['webhooks', 'attempts', id, '999'], env)).code, 1);
+  const recovered = await runCli(['webhooks', 'recover', id, '--since', '1970-01-01T00:00:01Z', '--json'], env);
+  assert.equal(recovered.code, 0, recovered.stderr);
+  assert.deepEqual(JSON.parse(recovered.stdout), { requeued: 1 });
+  const none = await runCli(['webhooks', 'recover', id, '--since', '1970-01-01T00:00:01Z'], env);
+  assert.match(none.stderr, /^0 failed deliveries of webhook wh_\w+ are pending again\.$/m);
+  assert.equal((await runCli(['webhooks', 'recover', id], env)).code, 2, 'no --since');
+  assert.equal((await runCli(['webhooks', 'recover', id, '--since', 'yesterday'], env)).code, 1);
+});

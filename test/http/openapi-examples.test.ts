@@ -150,7 +150,17 @@ test('the webhook examples name one webhook and one delivery throughout', async 
   );
   const webhookId = (created as Json).id;
   assert.match(String(webhookId), /^wh_[0-9A-Za-z]{16}$/);
-  for (const operationId of ['deleteWebhook', 'listDeliveries', 'retryDelivery', 'enableWebhook']) {
+  for (const operationId of [
+    'deleteWebhook',
+    'listDeliveries',
+    'retryDelivery',
+    'enableWebhook',
+    'updateWebhook',
+    'rotateWebhookSecret',
+    'pingWebhook',
+    'recoverDeliveries',
+    'listDeliveryAttempts',
+  ]) {
     const id = byId(document, operationId).parameters!.find((p) => p.name === 'id');
     assert.equal(id?.example, webhookId, `${operationId}: the id example is the created webhook's`);
   }
@@ -160,4 +170,23 @@ test('the webhook examples name one webhook and one delivery throughout', async 
   ) as Json[];
   const deliveryId = byId(document, 'retryDelivery').parameters!.find((p) => p.name === 'deliveryId');
   assert.equal(deliveryId?.example, delivery!.id, "retryDelivery's deliveryId example is the listed delivery's id");
+  const attemptsOf = byId(document, 'listDeliveryAttempts').parameters!.find((p) => p.name === 'deliveryId');
+  assert.equal(attemptsOf?.example, delivery!.id, 'the attempts are the listed delivery’s');
+  const { secret: _created, ...webhook } = created as Json;
+  const updated = bodyExample(
+    document,
+    byId(document, 'updateWebhook').responses['200']!.content!['application/json']!,
+  );
+  assert.deepEqual(updated, webhook, 'PATCH answers the created webhook');
+  const rotated = bodyExample(
+    document,
+    byId(document, 'rotateWebhookSecret').responses['200']!.content!['application/json']!,
+  ) as Json;
+  assert.equal(rotated.id, webhookId);
+  assert.notEqual(rotated.secret, (created as Json).secret, 'a new secret');
+  const ping = bodyExample(
+    document,
+    byId(document, 'pingWebhook').responses['202']!.content!['application/json']!,
+  ) as Json;
+  assert.deepEqual([ping.type, ping.eventId, ping.status], ['webhook.ping', null, 'pending']);
 });

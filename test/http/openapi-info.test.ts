@@ -118,7 +118,7 @@ test('tags are declared with a description, and every operation has a declared t
       );
     }
   }
-  assert.equal(ids.size, 12);
+  assert.equal(ids.size, 17); // 1.2.0 added PATCH /webhooks/{id}, …/secret, …/ping, …/recover, …/attempts
 });
 
 test('each operation behind a scope says which, from the route itself', async () => {

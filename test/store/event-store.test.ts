@@ -15,6 +15,7 @@ import {
   type DeliveryRecord,
   EVENT_TYPES,
   type EventRecord,
+  type NewWebhookRecord,
   type PlantRecord,
   type Store,
   type WebhookRecord,
@@ -95,7 +96,7 @@ const plant = (id: bigint, owner = 'alice', name = `plant ${id}`, tag: string | 
   tag,
 });
 
-const webhook = (id: string, owner: string, over: Partial<WebhookRecord> = {}): WebhookRecord => ({
+const webhook = (id: string, owner: string, over: Partial<NewWebhookRecord> = {}): NewWebhookRecord => ({
   id,
   owner,
   allPlants: false,
@@ -115,6 +116,8 @@ const delivered: AttemptOutcome = {
   healthy: true,
   disable: null,
   disableWhenFailingForMs: 5 * DAY,
+  durationMs: 12,
+  response: 'ok',
 };
 const retryIn = (retryInMs: number, disableWhenFailingForMs = 5 * DAY): AttemptOutcome => ({
   status: 'pending',
@@ -124,6 +127,8 @@ const retryIn = (retryInMs: number, disableWhenFailingForMs = 5 * DAY): AttemptO
   healthy: false,
   disable: null,
   disableWhenFailingForMs,
+  durationMs: 34,
+  response: null,
 });
 const failed: AttemptOutcome = {
   ...retryIn(0),
@@ -393,7 +398,7 @@ for (const engine of engines) {
         await store.createPlant(plant(1n, 'alice'));
         const [d1] = await claim(store, 'h');
         await store.createPlant(plant(2n, 'alice')); // committed while active, not yet fanned out
-        await store.recordAttempt(d1!.id, 'h', { ...failed, disable: 'the receiver answered 410 Gone' });
+        await store.recordAttempt(d1!.id, 'h', { ...failed, disable: 'gone' as const });
         assert.equal(await statusOf(store, 'wh-1'), 'disabled');
         await store.createPlant(plant(3n, 'alice')); // while disabled
         assert.deepEqual(await claim(store, 'h'), [], 'a disabled webhook’s deliveries are not claimed');
@@ -440,10 +445,10 @@ for (const engine of engines) {
         await h.sql(`SELECT pg_advisory_xact_lock(${EVENT_ORDER_LOCK})`);
         await h.sql(`INSERT INTO events (type, owner, plant_id, payload, created_at)
           VALUES ('plant.created', 'alice', 2, '{"id":2,"name":"plant 2"}', 0)`);
-        const recorded = store.recordAttempt(d1!.id, 'h', { ...failed, disable: 'the receiver answered 410 Gone' });
+        const recorded = store.recordAttempt(d1!.id, 'h', { ...failed, disable: 'gone' as const });
         await sleep(200); // the disable waits for the create's commit
         await h.sql('COMMIT');
-        assert.equal(await recorded, true);
+        assert.equal(await recorded, 'disabled');
         assert.equal(await statusOf(store, 'wh-1'), 'disabled');
         const [e1, e2] = (await allEvents(store)).map((e) => e.id);
         assert.deepEqual(
@@ -485,14 +490,26 @@ for (const engine of engines) {
     });
 
     withStore('listWebhooks answers the owner’s webhooks oldest first, or everyone’s', async ({ store }) => {
-      const given = [webhook('wh-1', 'alice'), webhook('wh-2', 'bob', { allPlants: true }), webhook('wh-3', 'alice')];
+      const given = [
+        webhook('wh-1', 'alice'),
+        webhook('wh-2', 'bob', { allPlants: true, description: 'CRM sync 🌿' }),
+        webhook('wh-3', 'alice'),
+      ];
       for (const w of given) await store.createWebhook({ ...w, events: ['plant.deleted'] }, 20);
       // createdAt may be the store's own clock (PostgreSQL stamps it); everything else is kept.
       const shape = ({ createdAt, ...rest }: WebhookRecord) => {
         assert.equal(typeof createdAt, 'number');
         return rest;
       };
-      const expected = given.map(({ createdAt: _c, ...rest }) => ({ ...rest, events: ['plant.deleted'] }));
+      const expected = given.map(({ createdAt: _c, ...rest }) => ({
+        ...rest,
+        events: ['plant.deleted'],
+        description: rest.description ?? '',
+        failingSince: null,
+        disabledReason: null,
+        previousSecret: null,
+        previousSecretUntil: null,
+      }));
       assert.deepEqual((await store.listWebhooks('alice')).map(shape), [expected[0], expected[2]]);
       assert.deepEqual((await store.listWebhooks(null)).map(shape), expected);
       assert.deepEqual(await store.listWebhooks('carol'), []);
@@ -537,8 +554,16 @@ for (const engine of engines) {
         eventId: event!.id,
         type: 'plant.created',
         attempts: 0,
+        scheduleFrom: 0,
         payload: '{"id":9223372036854775807,"name":"x"}',
-        webhook: { id: 'wh-1', url: 'https://hooks.example/wh-1', secret: 'whsec_wh-1' },
+        webhook: {
+          id: 'wh-1',
+          owner: 'alice',
+          url: 'https://hooks.example/wh-1',
+          secret: 'whsec_wh-1',
+          previousSecret: null,
+          previousSecretUntil: null,
+        },
       };
       assert.deepEqual(await claim(store, 'h1'), [expected]);
       assert.deepEqual(await claim(other, 'h2'), []);
@@ -700,8 +725,8 @@ for (const engine of engines) {
       await store.createPlant(plant(1n, 'alice'));
       await store.createPlant(plant(2n, 'alice'));
       const [d1] = await claim(store, 'h', 1);
-      const gone = { ...failed, lastStatus: 410, disable: 'the receiver answered 410 Gone' };
-      assert.equal(await store.recordAttempt(d1!.id, 'h', gone), true);
+      const gone = { ...failed, lastStatus: 410, disable: 'gone' as const };
+      assert.equal(await store.recordAttempt(d1!.id, 'h', gone), 'disabled', 'recorded, and it disabled the webhook');
       assert.equal(await statusOf(store, 'wh-1'), 'disabled');
       assert.deepEqual(await claim(store, 'h'), []);
       assert.equal(await store.enableWebhook('wh-1', 'alice'), true);
@@ -715,9 +740,11 @@ for (const engine of engines) {
       const attempt = async (owner: string, outcome: AttemptOutcome) => {
         const d = (await claim(store, 'h')).find((c) => c.webhook.id === owner);
         assert.ok(d, `${owner}'s delivery is due`);
-        assert.equal(await store.recordAttempt(d.id, 'h', outcome), true);
+        const recorded = await store.recordAttempt(d.id, 'h', outcome);
         await store.releaseLeases('h'); // the other webhooks' deliveries
-        return statusOf(store, owner);
+        const status = await statusOf(store, owner);
+        assert.equal(recorded, status === 'disabled' ? 'disabled' : true, 'the record that disabled it says so');
+        return status;
       };
       const webhookOf = async (owner: string) => {
         await store.createWebhook(webhook(owner, owner), 20);
@@ -818,7 +845,7 @@ for (const engine of engines) {
       await store.createPlant(plant(2n, 'alice'));
       await store.recordAttempt((await claim(store, 'h'))[0]!.id, 'h', {
         ...failed,
-        disable: 'the receiver answered 410 Gone',
+        disable: 'gone' as const,
       });
       await store.createPlant(plant(3n, 'alice'));
       // An event not yet fanned out is work due now while a webhook is active, whoever it is owed to.
@@ -893,5 +920,109 @@ for (const engine of engines) {
       await h.sql(`UPDATE events SET created_at = created_at - ${10 * DAY}`);
       assert.equal(await store.pruneEvents(7 * DAY, 10), 1);
     });
+  });
+
+  describe(`${engine.name}: webhook management (interface 1.2.0)`, () => {
+    test('recoverDeliveries puts 10,000 failed deliveries back in one statement, their schedule started over', async (t) => {
+      const h = await engine.open();
+      t.after(() => h.close());
+      const { store } = h;
+      await store.createWebhook(webhook('wh-1', 'alice'), 20);
+      await store.createWebhook(webhook('wh-2', 'alice'), 20);
+      const plants = Array.from({ length: 10_100 }, (_, i) => plant(BigInt(i + 1), 'alice'));
+      for (let i = 0; i < plants.length; i += 2000) await store.insertBatch(plants.slice(i, i + 2000));
+      await store.claimDeliveries('h', 60_000, 1, 1, new Map(), 50_000); // fans every event out
+      await store.releaseLeases('h');
+      await h.sql(`UPDATE deliveries SET status = 'failed', attempts = 8, next_attempt_at = NULL, created_at = 5000`);
+      await h.sql(`UPDATE deliveries SET created_at = 4999 WHERE event_id <= 100`); // before `since`
+      const started = performance.now();
+      const requeued = await store.recoverDeliveries('wh-1', 'alice', 5000);
+      const ms = performance.now() - started;
+      t.diagnostic(`${engine.name}: recover of 10,000 failed deliveries took ${ms.toFixed(1)} ms`);
+      assert.equal(requeued, 10_000);
+      const counts = await h.sql(`SELECT webhook_id, status, schedule_from, count(*) AS n FROM deliveries
+        GROUP BY webhook_id, status, schedule_from ORDER BY webhook_id, status`);
+      assert.deepEqual(
+        counts.map((r) => [r.webhook_id, r.status, Number(r.schedule_from), Number(r.n)]),
+        [
+          ['wh-1', 'failed', 0, 100],
+          ['wh-1', 'pending', 8, 10_000],
+          ['wh-2', 'failed', 0, 10_100],
+        ],
+        'only wh-1’s, only those since; attempts kept, the schedule counted from them',
+      );
+      const [first] = await store.claimDeliveries('h', 60_000, 1, 1, new Map());
+      assert.deepEqual([first!.attempts, first!.scheduleFrom], [8, 8]);
+      assert.equal(await store.recoverDeliveries('wh-1', 'bob', 0), undefined, 'another owner’s: no such webhook');
+      assert.equal(await store.recoverDeliveries('wh-9', null, 0), undefined);
+    });
+
+    withStore(
+      'each attempt is logged with its record, newest first; pruned with its delivery, deleted with its webhook',
+      async (h) => {
+        const { store } = h;
+        await store.createWebhook(webhook('wh-1', 'alice'), 20);
+        for (let i = 1n; i <= 12n; i++) await store.createPlant(plant(i, 'alice'));
+        const first = await claim(store, 'h');
+        assert.equal(first.length, 12);
+        // Twelve at once: on PostgreSQL, delivered records go in batches, their log lines with them.
+        const [one, ...rest] = first;
+        assert.equal(await store.recordAttempt(one!.id, 'h', retryIn(0)), true);
+        await Promise.all(rest.map((d) => store.recordAttempt(d.id, 'h', delivered)));
+        const [again] = await claim(store, 'h');
+        assert.equal(again!.id, one!.id);
+        assert.equal(await store.recordAttempt(one!.id, 'h', delivered), true);
+        assert.deepEqual(await store.listAttempts('wh-1', one!.id, 'alice'), [
+          {
+            attempt: 2,
+            at: (await store.listAttempts('wh-1', one!.id, null))![0]!.at,
+            status: 200,
+            durationMs: 12,
+            error: null,
+            response: 'ok',
+          },
+          {
+            attempt: 1,
+            at: (await store.listAttempts('wh-1', one!.id, null))![1]!.at,
+            status: 503,
+            durationMs: 34,
+            error: 'the receiver answered 503',
+            response: null,
+          },
+        ]);
+        for (const d of rest) assert.equal((await store.listAttempts('wh-1', d.id, null))!.length, 1);
+        assert.equal(await store.listAttempts('wh-1', one!.id, 'bob'), undefined);
+        assert.equal(await store.listAttempts('wh-2', one!.id, null), undefined);
+        const count = async () => Number((await h.sql('SELECT count(*) AS n FROM delivery_attempts'))[0]!.n);
+        assert.equal(await count(), 13);
+        await h.sql(`UPDATE deliveries SET created_at = created_at - ${10 * DAY} WHERE id = ${one!.id}`);
+        await store.pruneEvents(7 * DAY, 100);
+        assert.equal(await count(), 11, 'the pruned delivery’s two attempts went with it');
+        assert.equal(await store.deleteWebhook('wh-1', 'alice'), true);
+        assert.equal(await count(), 0);
+      },
+    );
+
+    withStore(
+      'updateWebhook, rotateSecret and pingWebhook answer undefined for another owner’s webhook',
+      async ({ store }) => {
+        await store.createWebhook(webhook('wh-1', 'alice'), 20);
+        assert.equal(await store.updateWebhook('wh-1', 'bob', { description: 'x' }), undefined);
+        assert.equal(await store.rotateSecret('wh-1', 'bob', 'plain:x', null), undefined);
+        assert.equal(await store.pingWebhook('wh-1', 'bob'), undefined);
+        const [w] = await store.listWebhooks(null);
+        assert.deepEqual([w!.description, w!.secret, w!.previousSecret], ['', 'whsec_wh-1', null]);
+        assert.deepEqual(await store.listDeliveries('wh-1', null, 10), []);
+        const rotated = await store.rotateSecret('wh-1', 'alice', 'plain:new', 1234);
+        assert.deepEqual(
+          [rotated!.secret, rotated!.previousSecret, rotated!.previousSecretUntil],
+          ['plain:new', 'whsec_wh-1', 1234],
+        );
+        const updated = await store.updateWebhook('wh-1', null, { status: 'disabled' });
+        assert.deepEqual([updated!.disabled, updated!.webhook.disabledReason], [true, 'manual']);
+        const twice = await store.updateWebhook('wh-1', null, { status: 'disabled' });
+        assert.equal(twice!.disabled, false, 'already disabled: not disabled again');
+      },
+    );
   });
 }

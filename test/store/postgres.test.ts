@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
+import pg from 'pg';
+import { postgresMigrations } from '../../src/store/migrations/postgres.js';
 import { openPostgres } from '../../src/store/postgres.js';
 import type { PlantRecord } from '../../src/store/store.js';
 import { openScratchPostgres, scratchSchema, stopSharedPostgres } from '../support/postgres.js';
@@ -50,4 +52,35 @@ test('an import and creates of the same ids in opposite orders never deadlock', 
     const createdCount = created.filter((r) => (r as { created: boolean }).created).length;
     assert.equal((imported as { inserted: number }).inserted + createdCount, wanted.length);
   }
+});
+
+test('migration 4 maps the disabled reasons version 2 stored to gone, failing; active webhooks have none', async (t) => {
+  const scratch = await scratchSchema();
+  const client = new pg.Client({ connectionString: scratch.url });
+  await client.connect();
+  const store = openPostgres(scratch.url, { poolSize: 2 });
+  t.after(async () => {
+    await store.close();
+    await client.end();
+    await scratch.drop();
+  });
+  await client.query(
+    'CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)',
+  );
+  for (const m of postgresMigrations.filter((m) => m.version <= 3)) {
+    await client.query(m.sql);
+    await client.query('INSERT INTO schema_migrations VALUES ($1, $2, $3)', [m.version, m.name, Date.now()]);
+  }
+  await client.query(`INSERT INTO webhooks (id, owner, all_plants, url, events, status, secret, created_at,
+      failing_since, disabled_reason) VALUES
+    ('gone', 'alice', false, 'https://hooks.example/1', 'plant.created', 'disabled', 's', 1, 5, 'the receiver answered 410 Gone'),
+    ('failing', 'alice', false, 'https://hooks.example/1', 'plant.created', 'disabled', 's', 1, 5, 'every attempt failed for 5 days'),
+    ('active', 'alice', false, 'https://hooks.example/1', 'plant.created', 'active', 's', 1, 7, NULL)`);
+  assert.deepEqual(await store.migrate(), [4]);
+  const hooks = await store.listWebhooks(null);
+  assert.deepEqual(hooks.map((w) => [w.id, w.status, w.disabledReason, w.failingSince, w.description]).sort(), [
+    ['active', 'active', null, 7, ''],
+    ['failing', 'disabled', 'failing', 5, ''],
+    ['gone', 'disabled', 'gone', 5, ''],
+  ]);
 });

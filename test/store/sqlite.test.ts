@@ -28,7 +28,7 @@ test('a SQLite file is opened in WAL mode with synchronous=FULL, its folder crea
         .prepare('SELECT version FROM schema_migrations')
         .all()
         .map((r) => (r as { version: number }).version),
-      [1, 2, 3],
+      [1, 2, 3, 4],
     );
   } finally {
     db.close();
@@ -69,7 +69,7 @@ test('migration 3 starts the delivery cursor at the newest event: what version 2
   db.close();
   const store = openSqlite(path);
   t.after(() => store.close());
-  assert.deepEqual(await store.migrate(), [3]);
+  assert.deepEqual(await store.migrate(), [3, 4]);
   await store.createPlant({ id: 2n, owner: 'alice', name: 'b', tag: null });
   const deliveries = await store.listDeliveries('wh-1', 'alice', 10);
   assert.deepEqual(
@@ -77,4 +77,31 @@ test('migration 3 starts the delivery cursor at the newest event: what version 2
     [2n, 1n],
     'one delivery per event: the old one kept, the new one fanned out',
   );
+});
+
+test('migration 4 maps the disabled reasons version 2 stored to gone, failing; active webhooks have none', async (t) => {
+  const path = join(dir, 'upgrade-4.db');
+  const db = new Database(path);
+  db.exec(
+    'CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL) STRICT',
+  );
+  for (const m of sqliteMigrations.filter((m) => m.version <= 3)) {
+    db.exec(m.sql);
+    db.prepare('INSERT INTO schema_migrations VALUES (?, ?, ?)').run(m.version, m.name, Date.now());
+  }
+  const insert = db.prepare(`INSERT INTO webhooks (id, owner, all_plants, url, events, status, secret, created_at,
+      failing_since, disabled_reason) VALUES (?, 'alice', 0, 'https://hooks.example/1', 'plant.created', ?, 's', 1, ?, ?)`);
+  insert.run('gone', 'disabled', 5, 'the receiver answered 410 Gone');
+  insert.run('failing', 'disabled', 5, 'every attempt failed for 5 days');
+  insert.run('active', 'active', 7, null);
+  db.close();
+  const store = openSqlite(path);
+  t.after(() => store.close());
+  assert.deepEqual(await store.migrate(), [4]);
+  const hooks = await store.listWebhooks(null);
+  assert.deepEqual(hooks.map((w) => [w.id, w.status, w.disabledReason, w.failingSince, w.description]).sort(), [
+    ['active', 'active', null, 7, ''],
+    ['failing', 'disabled', 'failing', 5, ''],
+    ['gone', 'disabled', 'gone', 5, ''],
+  ]);
 });

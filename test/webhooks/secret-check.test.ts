@@ -42,6 +42,11 @@ async function storeWith(sealedBy: Array<SecretBox>): Promise<{ store: Store; id
       status: 'active',
       secret: box.seal(SECRET, id),
       createdAt: Date.UTC(2026, 0, 1),
+      description: '',
+      failingSince: null,
+      disabledReason: null,
+      previousSecret: null,
+      previousSecretUntil: null,
     };
     assert.equal(await store.createWebhook(record, 20), true);
     ids.push(id);

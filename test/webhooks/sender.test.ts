@@ -116,13 +116,13 @@ describe('WebhookSender', () => {
     assert.equal(receiver.seen[0]?.remoteAddress, '::1');
   });
 
-  test('keeps at most maxResponseBytes of a 1 MiB answer', async () => {
+  test('keeps at most maxResponseBytes (1 KiB by default) of a 1 MiB answer', async () => {
     const receiver = await startReceiver((res) => res.end(Buffer.alloc(1024 * 1024, 'a')));
     const url = `http://127.0.0.1:${receiver.port}/`;
     const result = await sender({ timeoutMs: 5000 }).send({ url, ...delivery });
     assert.equal(result.status, 200);
     assert.equal(result.error, undefined);
-    assert.equal(result.responseSnippet, 'a'.repeat(4096));
+    assert.equal(result.responseSnippet, 'a'.repeat(1024), 'the first 1 KiB, for the attempt log');
     const small = await sender({ maxResponseBytes: 10 }).send({ url, ...delivery });
     assert.equal(small.responseSnippet, 'aaaaaaaaaa');
   });
@@ -160,6 +160,18 @@ describe('WebhookSender', () => {
     assert.equal(result.status, 200);
     assert.equal(result.error, 'timeout after 300 ms');
     assert.ok(result.durationMs >= 290 && result.durationMs < 3000, `${result.durationMs} ms`);
+  });
+
+  test('reads the first 1 KiB of an answer that never ends, and does not wait for more', async () => {
+    const receiver = await startReceiver((res) => {
+      res.writeHead(200, { 'content-type': 'text/plain' });
+      res.write('b'.repeat(2048));
+      const drip = setInterval(() => res.write('.'), 20);
+      res.on('close', () => clearInterval(drip));
+    });
+    const result = await sender().send({ url: `http://127.0.0.1:${receiver.port}/`, ...delivery });
+    assert.equal(result.error, undefined, 'not cut by the deadline: it stopped reading at 1 KiB');
+    assert.deepEqual([result.status, result.responseSnippet], [200, 'b'.repeat(1024)]);
   });
 
   test('cuts a resolver that never answers at the deadline', async () => {

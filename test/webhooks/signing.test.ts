@@ -4,6 +4,7 @@ import { test } from 'node:test';
 import { Webhook } from 'standardwebhooks';
 import { DEFAULT_RETRY_SCHEDULE, parseRetrySchedule } from '../../src/config.js';
 import { outcomeOf } from '../../src/webhooks/dispatcher.js';
+import { retryAfterMs } from '../../src/webhooks/outcome.js';
 import { SecretBox, SecretKeyError } from '../../src/webhooks/secret-box.js';
 import { newWebhookSecret, signDelivery } from '../../src/webhooks/signing.js';
 
@@ -76,10 +77,12 @@ test('an attempt: 2xx delivered, 410 failed and disabling, anything else retried
     healthy: true,
     disable: null,
     disableWhenFailingForMs: 5 * 86_400_000,
+    durationMs: 3,
+    response: null,
   });
   const gone = outcomeOf(1, { status: 410, durationMs: 3 }, settings);
   assert.equal(gone.status, 'failed');
-  assert.equal(gone.disable, 'the receiver answered 410 Gone');
+  assert.equal(gone.disable, 'gone');
   const waits = [5_000, 300_000, 1_800_000, 7_200_000, 18_000_000, 36_000_000, 36_000_000];
   waits.forEach((wait, i) => {
     const low = outcomeOf(i + 1, { status: 500, durationMs: 3 }, settings, () => 0);
@@ -108,4 +111,35 @@ test('WEBHOOK_RETRY_SCHEDULE: durations, zero allowed, 1 to 20 of them', () => {
   for (const bad of ['', '1s,,2s', 'soon', '-1s', Array(21).fill('1s').join(',')]) {
     assert.throws(() => parseRetrySchedule(bad), /WEBHOOK_RETRY_SCHEDULE/, bad);
   }
+});
+
+test('Retry-After on a 429 or 503: seconds or an HTTP date, at least the schedule’s wait, at most 24 h', () => {
+  const now = Date.UTC(2026, 0, 1, 12);
+  const at = (header: string, status = 429, attempt = 1) =>
+    outcomeOf(attempt, { status, durationMs: 3, retryAfter: header }, settings, () => 0.5, { now });
+  assert.equal(at('120').retryInMs, 120_000);
+  assert.equal(at(new Date(now + 3_600_000).toUTCString(), 503).retryInMs, 3_600_000);
+  assert.equal(at('3').retryInMs, 5_000, 'shorter than the schedule’s 5 s: the schedule’s');
+  assert.equal(at('999999').retryInMs, 86_400_000, 'capped at 24 h');
+  assert.equal(at(new Date(now - 60_000).toUTCString()).retryInMs, 5_000, 'a date past: the schedule’s');
+  assert.equal(at('soon').retryInMs, 5_000, 'unreadable: ignored');
+  assert.equal(at('120', 500).retryInMs, 5_000, 'only on 429 and 503');
+  const last = at('120', 429, 8);
+  assert.deepEqual(
+    [last.status, last.retryInMs],
+    ['failed', null],
+    'the schedule’s last attempt: failed, not extended',
+  );
+  const ping = outcomeOf(1, { status: 500, durationMs: 3 }, settings, () => 0.5, { now, retries: false });
+  assert.equal(ping.status, 'failed', 'a ping is attempted once');
+  assert.equal(retryAfterMs('Wed, 21 Oct 2026 07:28:00 GMT', Date.parse('2026-10-21T07:27:00Z')), 60_000);
+  assert.equal(retryAfterMs(' 7 ', now), 7_000);
+  assert.equal(retryAfterMs('-5', now), undefined);
+});
+
+test('signDelivery with two secrets: one signature each, the first secret’s first, space-separated', () => {
+  const headers = signDelivery(['whsec_AAAA', 'whsec_BBBB'], 'evt_1', 1_700_000_000, '{}');
+  const one = signDelivery('whsec_AAAA', 'evt_1', 1_700_000_000, '{}');
+  const two = signDelivery('whsec_BBBB', 'evt_1', 1_700_000_000, '{}');
+  assert.equal(headers['webhook-signature'], `${one['webhook-signature']} ${two['webhook-signature']}`);
 });

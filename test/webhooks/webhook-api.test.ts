@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import dns from 'node:dns';
+import { isIP } from 'node:net';
 import { type TestContext, after, before, describe, test } from 'node:test';
 import { type Config, testConfig } from '../../src/config.js';
 import { READ_WRITE, type TestApp, json, makeApp } from '../helpers.js';
@@ -23,6 +24,9 @@ import {
 const lookups: string[] = [];
 const realLookup = dns.lookup;
 const realPromisesLookup = dns.promises.lookup;
+// localhost, and address literals (which resolve to themselves): the other suites of this folder
+// run in the same process on PostgreSQL (test/postgres/suites.ts) and deliver to 127.0.0.1.
+const passes = (hostname: string): boolean => hostname === 'localhost' || isIP(hostname) !== 0;
 before(() => {
   const refuse = (hostname: string): Error => {
     lookups.push(hostname);
@@ -30,14 +34,12 @@ before(() => {
   };
   // Overloaded signatures: a stand-in typed as each of them would say nothing more.
   (dns as { lookup: unknown }).lookup = (hostname: string, ...rest: unknown[]) => {
-    if (hostname === 'localhost') return (realLookup as (...args: unknown[]) => unknown)(hostname, ...rest);
+    if (passes(hostname)) return (realLookup as (...args: unknown[]) => unknown)(hostname, ...rest);
     const callback = rest.at(-1) as (error: Error) => void;
     process.nextTick(() => callback(refuse(hostname)));
   };
   (dns.promises as { lookup: unknown }).lookup = (hostname: string, options?: unknown) =>
-    hostname === 'localhost'
-      ? realPromisesLookup(hostname, options as dns.LookupOptions)
-      : Promise.reject(refuse(hostname));
+    passes(hostname) ? realPromisesLookup(hostname, options as dns.LookupOptions) : Promise.reject(refuse(hostname));
 });
 after(() => {
   dns.lookup = realLookup;
@@ -49,7 +51,7 @@ const ALL = [...READ_WRITE, ...WEBHOOKS];
 const ADMIN = ['plants:admin', ...WEBHOOKS];
 const URL_1 = 'https://hooks.example.com/plants';
 const BOTH = ['plant.created', 'plant.deleted'];
-const WEBHOOK_KEYS = ['createdAt', 'events', 'id', 'status', 'url'];
+const WEBHOOK_KEYS = ['createdAt', 'description', 'disabledReason', 'events', 'failingSince', 'id', 'status', 'url'];
 const DELIVERY_KEYS = [
   'attempts',
   'createdAt',
@@ -70,6 +72,9 @@ interface WebhookJson {
   events: string[];
   status: string;
   createdAt: string;
+  description: string;
+  failingSince: string | null;
+  disabledReason: string | null;
 }
 type CreatedJson = WebhookJson & { secret: string };
 
@@ -183,7 +188,7 @@ async function plant(h: TestApp, token: string, id: string, name = `plant ${id}`
 }
 
 /** Makes the store record one failed attempt of the webhook's due delivery, as a dispatcher would. */
-async function failOneAttempt(h: TestApp, lastStatus: number, disable: string | null = null): Promise<string> {
+async function failOneAttempt(h: TestApp, lastStatus: number, disable: 'gone' | null = null): Promise<string> {
   const [claimed] = await h.store.claimDeliveries('test-dispatcher', 60_000, 1, 16, new Map());
   assert.ok(claimed, 'a due delivery to claim');
   const outcome = {
@@ -194,6 +199,8 @@ async function failOneAttempt(h: TestApp, lastStatus: number, disable: string | 
     healthy: false,
     disable,
     disableWhenFailingForMs: FIVE_DAYS,
+    durationMs: 5,
+    response: null,
   };
   assert.ok(await h.store.recordAttempt(claimed.id, 'test-dispatcher', outcome));
   return String(claimed.id);
@@ -692,11 +699,13 @@ describe('POST /webhooks/{id}/deliveries/{deliveryId}/retry and POST /webhooks/{
     const { h, alice } = await users(t);
     const { secret: _secret, ...created } = await createWebhook(h, alice);
     await plant(h, alice, '1');
-    await failOneAttempt(h, 410, 'the receiver answered 410 Gone');
+    await failOneAttempt(h, 410, 'gone');
     const [disabled] = await webhooksOf(h, alice);
     assert.equal(disabled!.status, 'disabled');
     const enabled = assertWebhook(assertJson(await enable(h, alice, created.id), 200));
-    assert.deepEqual(enabled, { ...disabled, status: 'active' });
+    assert.equal(disabled!.disabledReason, 'gone');
+    assert.ok(isIso(disabled!.failingSince), 'failing since the 410');
+    assert.deepEqual(enabled, { ...disabled, status: 'active', disabledReason: null, failingSince: null });
     assert.deepEqual(await webhooksOf(h, alice), [enabled]);
     // Enabling an active webhook changes nothing.
     assert.deepEqual(assertJson(await enable(h, alice, created.id), 200), enabled);

@@ -93,4 +93,39 @@ export const sqliteMigrations: readonly Migration[] = [
       INSERT INTO delivery_cursor VALUES (1, coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'events'), 0));
     `,
   },
+  {
+    version: 4,
+    name: 'webhook management (interface 1.2.0)',
+    sql: `
+      ALTER TABLE webhooks ADD COLUMN description TEXT NOT NULL DEFAULT '';
+      -- A rotated secret (POST /webhooks/{id}/secret) signs beside the new one until then.
+      ALTER TABLE webhooks ADD COLUMN previous_secret TEXT;
+      ALTER TABLE webhooks ADD COLUMN previous_secret_until INTEGER;
+      -- Version 2 stored a sentence; interface 1.2.0 shows one of gone, failing, manual.
+      UPDATE webhooks SET disabled_reason = CASE
+          WHEN status = 'active' THEN NULL
+          WHEN disabled_reason = 'the receiver answered 410 Gone' THEN 'gone'
+          ELSE 'failing' END;
+
+      -- The attempts made before a recover started the schedule over: attempts keep counting
+      -- (the attempt log's numbers are never reused), the schedule counts from here.
+      ALTER TABLE deliveries ADD COLUMN schedule_from INTEGER NOT NULL DEFAULT 0;
+      -- Pings are sent whatever the webhook's status: a claim finds those of disabled webhooks here.
+      -- A ping has no event: its event_id is 0 (event ids start at 1), shown as null.
+      CREATE INDEX deliveries_due_pings ON deliveries (next_attempt_at) WHERE status = 'pending' AND type = 'webhook.ping';
+
+      -- One row per attempt, written with the attempt's record; deleted with its delivery (the
+      -- pruner's and a webhook's delete remove them in the same statement or transaction).
+      CREATE TABLE delivery_attempts (
+        delivery_id INTEGER NOT NULL,
+        attempt     INTEGER NOT NULL,      -- 1, 2, … over the delivery's whole life
+        at          INTEGER NOT NULL,        -- when the attempt ended, milliseconds since the epoch
+        status      INTEGER,               -- the receiver's HTTP status, if it answered
+        duration_ms INTEGER NOT NULL,
+        error       TEXT,
+        response    TEXT,                  -- the first 1 KiB of the answer
+        PRIMARY KEY (delivery_id, attempt)
+      ) STRICT, WITHOUT ROWID;
+    `,
+  },
 ];

@@ -1,0 +1,112 @@
+import type pg from 'pg';
+import { classifyPostgresError, inTransaction } from './postgres-errors.js';
+import { type Row, fanOutHoldingEvents, toDelivery, toWebhook } from './postgres-events.js';
+import { DB_NOW_MS } from './postgres-statements.js';
+import {
+  type AttemptRecord,
+  type DeliveryRecord,
+  type DisabledReason,
+  PING_TYPE,
+  type WebhookPatch,
+  type WebhookRecord,
+} from './store.js';
+
+// Webhook management of interface 1.2.0 on PostgreSQL (PATCH, secret rotation, ping, recover, the
+// attempt log). Times are the database's clock, as everywhere in postgres-events.ts.
+
+const NOW = DB_NOW_MS;
+const OWNED = '($2::text IS NULL OR owner = $2)';
+
+const SQL = {
+  lock: `SELECT status FROM webhooks WHERE id = $1 AND ${OWNED} FOR UPDATE`,
+  // $6: the new status or null. Disabled by its owner only when active: one already disabled keeps
+  // its reason; made active as enable does (its failure streak forgotten).
+  update: `UPDATE webhooks SET url = coalesce($3, url), events = coalesce($4, events),
+      description = coalesce($5, description),
+      status = coalesce($6, status),
+      disabled_reason = CASE WHEN $6 = 'active' THEN NULL
+        WHEN $6 = 'disabled' AND status = 'active' THEN '${'manual' satisfies DisabledReason}' ELSE disabled_reason END,
+      failing_since = CASE WHEN $6 = 'active' THEN NULL ELSE failing_since END
+    WHERE id = $1 AND ${OWNED} RETURNING *`,
+  // The right-hand sides read the row as it was: the current secret becomes the previous one.
+  rotate: `UPDATE webhooks SET previous_secret = CASE WHEN $4::bigint IS NULL THEN NULL ELSE secret END,
+      previous_secret_until = $4, secret = $3
+    WHERE id = $1 AND ${OWNED} RETURNING *`,
+  ping: `INSERT INTO deliveries (webhook_id, event_id, type, status, attempts, next_attempt_at, created_at)
+    SELECT id, 0, '${PING_TYPE}', 'pending', 0, ${NOW}, ${NOW} FROM webhooks WHERE id = $1 AND ${OWNED}
+    RETURNING *`,
+  // One statement whatever the count, through deliveries_webhook (this webhook's rows only).
+  recover: `WITH w AS (SELECT id FROM webhooks WHERE id = $1 AND ${OWNED}),
+    r AS (UPDATE deliveries SET status = 'pending', schedule_from = attempts, next_attempt_at = ${NOW}
+      WHERE webhook_id IN (SELECT id FROM w) AND status = 'failed' AND created_at >= $3 RETURNING 1)
+    SELECT (SELECT count(*) FROM w) AS found, (SELECT count(*) FROM r) AS n`,
+  // No row: no such delivery of this webhook of this owner; one row of nulls: no attempt yet.
+  attempts: `WITH d AS (SELECT d.id FROM deliveries d JOIN webhooks w ON w.id = d.webhook_id
+      WHERE d.id = $3 AND d.webhook_id = $1 AND ($2::text IS NULL OR w.owner = $2))
+    SELECT a.attempt, a.at, a.status, a.duration_ms, a.error, a.response
+    FROM d LEFT JOIN delivery_attempts a ON a.delivery_id = d.id ORDER BY a.attempt DESC`,
+} as const;
+
+export class PostgresWebhooks {
+  constructor(private readonly pool: pg.Pool) {}
+
+  private async query(text: string, values: unknown[]): Promise<Row[]> {
+    try {
+      return (await this.pool.query<Row>(text, values)).rows;
+    } catch (error) {
+      throw classifyPostgresError(error);
+    }
+  }
+
+  async update(
+    id: string,
+    owner: string | null,
+    patch: WebhookPatch,
+  ): Promise<{ webhook: WebhookRecord; disabled: boolean } | undefined> {
+    return inTransaction(this.pool, async (client) => {
+      // The events so far go to the webhooks of their time (docs/events.md, the delivery cursor),
+      // none committing until this commits: the event-order lock, as create and enable take it.
+      if (patch.events !== undefined || patch.status !== undefined) await fanOutHoldingEvents(client);
+      const before = (await client.query<Row>(SQL.lock, [id, owner])).rows[0];
+      if (before === undefined) return undefined;
+      const values = [id, owner, patch.url ?? null, patch.events?.join(' ') ?? null, patch.description ?? null];
+      const row = (await client.query<Row>(SQL.update, [...values, patch.status ?? null])).rows[0]!;
+      return { webhook: toWebhook(row), disabled: before.status === 'active' && row.status === 'disabled' };
+    });
+  }
+
+  async rotateSecret(
+    id: string,
+    owner: string | null,
+    secret: string,
+    previousUntil: number | null,
+  ): Promise<WebhookRecord | undefined> {
+    const [row] = await this.query(SQL.rotate, [id, owner, secret, previousUntil]);
+    return row === undefined ? undefined : toWebhook(row);
+  }
+
+  async ping(id: string, owner: string | null): Promise<DeliveryRecord | undefined> {
+    const [row] = await this.query(SQL.ping, [id, owner]);
+    return row === undefined ? undefined : toDelivery(row);
+  }
+
+  async recover(id: string, owner: string | null, since: number): Promise<number | undefined> {
+    const row = (await this.query(SQL.recover, [id, owner, since]))[0]!;
+    return Number(row.found) === 0 ? undefined : Number(row.n);
+  }
+
+  async attempts(webhookId: string, deliveryId: bigint, owner: string | null): Promise<AttemptRecord[] | undefined> {
+    const rows = await this.query(SQL.attempts, [webhookId, owner, deliveryId]);
+    if (rows.length === 0) return undefined;
+    return rows
+      .filter((r) => r.attempt !== null)
+      .map((r) => ({
+        attempt: Number(r.attempt),
+        at: Number(r.at),
+        status: r.status === null ? null : Number(r.status),
+        durationMs: Number(r.duration_ms),
+        error: r.error as string | null,
+        response: r.response as string | null,
+      }));
+  }
+}

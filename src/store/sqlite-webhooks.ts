@@ -1,0 +1,112 @@
+import type Database from 'better-sqlite3';
+import { type DeliveryRow, type SqliteEvents, type WebhookRow, toDelivery, toWebhook } from './sqlite-events.js';
+import {
+  type AttemptRecord,
+  type DeliveryRecord,
+  type DisabledReason,
+  PING_TYPE,
+  type WebhookPatch,
+  type WebhookRecord,
+} from './store.js';
+
+// Webhook management of interface 1.2.0 on SQLite (PATCH, secret rotation, ping, recover, the
+// attempt log). Each method runs inside the caller's write transaction, or is a read.
+
+interface AttemptRow {
+  attempt: bigint;
+  at: bigint;
+  status: bigint | null;
+  duration_ms: bigint;
+  error: string | null;
+  response: string | null;
+}
+
+const OWNED = '(? IS NULL OR owner = ?)';
+
+export function prepareWebhookStatements(db: Database.Database) {
+  const q = (sql: string) => db.prepare(sql).safeIntegers(true);
+  return {
+    find: q(`SELECT * FROM webhooks WHERE id = ? AND ${OWNED}`),
+    patch: q(`UPDATE webhooks SET url = coalesce(?, url), events = coalesce(?, events),
+      description = coalesce(?, description) WHERE id = ?`),
+    // Only an active webhook is disabled by its owner: one already disabled keeps its reason.
+    disable: q(`UPDATE webhooks SET status = 'disabled', disabled_reason = ? WHERE id = ? AND status = 'active'`),
+    enable: q(`UPDATE webhooks SET status = 'active', failing_since = NULL, disabled_reason = NULL WHERE id = ?`),
+    // The right-hand sides read the row as it was: the current secret becomes the previous one.
+    rotate: q(`UPDATE webhooks SET previous_secret = CASE WHEN :until IS NULL THEN NULL ELSE secret END,
+      previous_secret_until = :until, secret = :secret WHERE id = :id AND (:owner IS NULL OR owner = :owner) RETURNING *`),
+    ping: q(`INSERT INTO deliveries (webhook_id, event_id, type, status, attempts, next_attempt_at, created_at)
+      VALUES (?, 0, '${PING_TYPE}', 'pending', 0, ?, ?) RETURNING *`),
+    // One statement whatever the count (deliveries_webhook narrows it to this webhook's rows).
+    recover: q(`UPDATE deliveries SET status = 'pending', schedule_from = attempts, next_attempt_at = ?
+      WHERE webhook_id = ? AND status = 'failed' AND created_at >= ?`),
+    deliveryOf: q(`SELECT d.id FROM deliveries d JOIN webhooks w ON w.id = d.webhook_id
+      WHERE d.id = ? AND d.webhook_id = ? AND (? IS NULL OR w.owner = ?)`).pluck(),
+    attempts: q('SELECT * FROM delivery_attempts WHERE delivery_id = ? ORDER BY attempt DESC'),
+  };
+}
+
+type Statements = ReturnType<typeof prepareWebhookStatements>;
+
+export class SqliteWebhooks {
+  constructor(
+    private readonly sql: Statements,
+    private readonly events: SqliteEvents,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  private find(id: string, owner: string | null): WebhookRecord | undefined {
+    const row = this.sql.find.get(id, owner, owner) as WebhookRow | undefined;
+    return row === undefined ? undefined : toWebhook(row);
+  }
+
+  update(
+    id: string,
+    owner: string | null,
+    patch: WebhookPatch,
+  ): { webhook: WebhookRecord; disabled: boolean } | undefined {
+    const before = this.find(id, owner);
+    if (before === undefined) return undefined;
+    // The events so far go to the webhooks of their time (docs/events.md, the delivery cursor).
+    if (patch.events !== undefined || patch.status !== undefined) this.events.fanOut(Infinity, 'jump');
+    this.sql.patch.run(patch.url ?? null, patch.events?.join(' ') ?? null, patch.description ?? null, id);
+    let disabled = false;
+    if (patch.status === 'disabled') {
+      disabled = this.sql.disable.run('manual' satisfies DisabledReason, id).changes === 1;
+    } else if (patch.status === 'active') this.sql.enable.run(id);
+    return { webhook: this.find(id, owner)!, disabled };
+  }
+
+  rotateSecret(
+    id: string,
+    owner: string | null,
+    secret: string,
+    previousUntil: number | null,
+  ): WebhookRecord | undefined {
+    const row = this.sql.rotate.get({ id, owner, secret, until: previousUntil }) as WebhookRow | undefined;
+    return row === undefined ? undefined : toWebhook(row);
+  }
+
+  ping(id: string, owner: string | null): DeliveryRecord | undefined {
+    if (this.find(id, owner) === undefined) return undefined;
+    const now = this.now();
+    return toDelivery(this.sql.ping.get(id, now, now) as DeliveryRow);
+  }
+
+  recover(id: string, owner: string | null, since: number): number | undefined {
+    if (this.find(id, owner) === undefined) return undefined;
+    return this.sql.recover.run(this.now(), id, since).changes;
+  }
+
+  attempts(webhookId: string, deliveryId: bigint, owner: string | null): AttemptRecord[] | undefined {
+    if (this.sql.deliveryOf.get(deliveryId, webhookId, owner, owner) === undefined) return undefined;
+    return (this.sql.attempts.all(deliveryId) as AttemptRow[]).map((r) => ({
+      attempt: Number(r.attempt),
+      at: Number(r.at),
+      status: r.status === null ? null : Number(r.status),
+      durationMs: Number(r.duration_ms),
+      error: r.error,
+      response: r.response,
+    }));
+  }
+}

@@ -1,0 +1,65 @@
+import type { EventSettings } from '../config.js';
+import type { AttemptOutcome } from '../store/store.js';
+import type { WebhookAttempt } from './sender.js';
+
+/** The longest wait a receiver's Retry-After may ask for (CONTRACT.md 1.2.0: "at most 24 h away"). */
+export const MAX_RETRY_AFTER_MS = 24 * 3_600_000;
+
+/** ±20 % (CONTRACT.md), so that many deliveries that failed together do not retry together. */
+const jitter = (ms: number, random: () => number): number => Math.round(ms * (0.8 + 0.4 * random()));
+
+/**
+ * A Retry-After value (RFC 9110 §10.2.3: delay-seconds or an HTTP-date) as milliseconds from `now`,
+ * at most MAX_RETRY_AFTER_MS; undefined when it is neither.
+ */
+export function retryAfterMs(value: string | undefined, now: number): number | undefined {
+  if (value === undefined) return undefined;
+  const text = value.trim();
+  let ms: number;
+  if (/^\d+$/.test(text)) ms = Number(text) * 1000;
+  else {
+    const at = Date.parse(text);
+    if (Number.isNaN(at) || !/[a-z]/i.test(text)) return undefined; // a date, not a bare number Date.parse guesses at
+    ms = at - now;
+  }
+  return Math.min(Math.max(0, ms), MAX_RETRY_AFTER_MS);
+}
+
+export interface AttemptContext {
+  /** The sender's clock, which an HTTP-date Retry-After is read against. */
+  readonly now?: number;
+  /** False for a ping: attempted once, never retried (docs/decisions.md). */
+  readonly retries?: boolean;
+}
+
+/**
+ * What an attempt means for its delivery and webhook: 2xx delivered; 410 failed, and the webhook
+ * disabled; anything else retried on the schedule, then failed. A 429 or 503 with Retry-After
+ * waits at least that long (at most 24 h), the schedule's wait if longer. `attempt` counts from 1
+ * in the current schedule (a recover starts it over).
+ */
+export function outcomeOf(
+  attempt: number,
+  result: WebhookAttempt,
+  settings: Pick<EventSettings, 'retrySchedule' | 'disableAfterFailingMs'>,
+  random: () => number = Math.random,
+  { now = Date.now(), retries = true }: AttemptContext = {},
+): AttemptOutcome {
+  const status = result.status ?? null;
+  const ok = result.error === undefined && status !== null && status >= 200 && status < 300;
+  const common = {
+    lastStatus: status,
+    disableWhenFailingForMs: settings.disableAfterFailingMs,
+    durationMs: result.durationMs,
+    response: result.responseSnippet ?? null,
+  };
+  if (ok) return { ...common, status: 'delivered', lastError: null, retryInMs: null, healthy: true, disable: null };
+  const lastError = result.error ?? `the receiver answered ${status}`;
+  const failed = { ...common, status: 'failed', lastError, retryInMs: null, healthy: false } as const;
+  if (status === 410) return { ...failed, disable: 'gone' };
+  const wait = retries ? settings.retrySchedule[attempt] : undefined; // the wait before attempt + 1
+  if (wait === undefined) return { ...failed, disable: null }; // the schedule's last: Retry-After cannot extend it
+  const asked = status === 429 || status === 503 ? retryAfterMs(result.retryAfter, now) : undefined;
+  const retryInMs = Math.max(jitter(wait, random), asked ?? 0);
+  return { ...common, status: 'pending', lastError, retryInMs, healthy: false, disable: null };
+}
