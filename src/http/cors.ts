@@ -9,7 +9,7 @@ import type { CorsOrigins } from '../config.js';
 // and answers a preflight 204 with the allowed methods and headers, to an origin not on the list.
 
 /** Every method the API answers; a browser checks the one it wants against this list. */
-const METHODS = 'GET, HEAD, POST, DELETE';
+const METHODS = 'GET, HEAD, POST, PATCH, DELETE';
 // Authorization and Content-Type for every operation; X-Request-Id, which the service echoes;
 // Last-Event-ID to resume the change feed; If-None-Match for conditional requests (ETags).
 const REQUEST_HEADERS = 'Authorization, Content-Type, X-Request-Id, Last-Event-ID, If-None-Match';

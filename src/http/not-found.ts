@@ -11,9 +11,10 @@ const ALLOWED: ReadonlyArray<[RegExp, string]> = [
   [/^\/plants\/[^/]+$/, 'DELETE'],
   [/^\/(healthz|readyz|openapi\.json|metrics)$/, 'GET, HEAD'],
   [/^\/webhooks$/, 'GET, HEAD, POST'],
-  [/^\/webhooks\/[^/]+$/, 'DELETE'],
+  [/^\/webhooks\/[^/]+$/, 'DELETE, PATCH'],
   [/^\/webhooks\/[^/]+\/deliveries$/, 'GET, HEAD'],
-  [/^\/webhooks\/[^/]+\/(enable|deliveries\/[^/]+\/retry)$/, 'POST'],
+  [/^\/webhooks\/[^/]+\/deliveries\/[^/]+\/attempts$/, 'GET, HEAD'],
+  [/^\/webhooks\/[^/]+\/(enable|secret|ping|recover|deliveries\/[^/]+\/retry)$/, 'POST'],
   [/^\/events$/, 'GET'],
 ];
 

@@ -247,7 +247,9 @@ test('with CORS on, 405 answers name OPTIONS in Allow, and a plain OPTIONS answe
     ['/plants', 'GET, HEAD, POST, OPTIONS', 'PUT'],
     ['/plants/1', 'DELETE, OPTIONS', 'GET'],
     ['/healthz', 'GET, HEAD, OPTIONS', 'POST'],
-    ['/webhooks/abc', 'DELETE, OPTIONS', 'PATCH'],
+    ['/webhooks/abc', 'DELETE, PATCH, OPTIONS', 'PUT'],
+    ['/webhooks/abc/ping', 'POST, OPTIONS', 'GET'],
+    ['/webhooks/abc/deliveries/1/attempts', 'GET, HEAD, OPTIONS', 'DELETE'],
     ['/events', 'GET, OPTIONS', 'POST'],
   ] as const) {
     const refused = await h.call(token, { method: wrong, url, headers: { origin: APP } });
