@@ -58,6 +58,11 @@ const SQL = {
   readAll: 'SELECT id, type, owner, payload, created_at FROM events WHERE id > $1 ORDER BY id LIMIT $2',
   readOwner:
     'SELECT id, type, owner, payload, created_at FROM events WHERE owner = $3 AND id > $1 ORDER BY id LIMIT $2',
+  // ?types= (issue 23): the range on id (or owner, id) stays the index's, the type a filter.
+  readAllOfTypes:
+    'SELECT id, type, owner, payload, created_at FROM events WHERE id > $1 AND type = ANY($3::text[]) ORDER BY id LIMIT $2',
+  readOwnerOfTypes: `SELECT id, type, owner, payload, created_at FROM events
+    WHERE owner = $3 AND id > $1 AND type = ANY($4::text[]) ORDER BY id LIMIT $2`,
   horizon: 'SELECT pruned_through FROM event_horizon',
   lastId: 'SELECT coalesce(max(id), 0) AS id FROM events',
   // One statement: the oldest events past retention, the horizon raised to the newest of them.
@@ -238,11 +243,21 @@ export class PostgresEvents {
     }
   }
 
-  async readEvents(after: bigint, owner: string | null, limit: number): Promise<EventRecord[]> {
-    const rows =
-      owner === null
-        ? await this.query(SQL.readAll, [after, limit])
-        : await this.query(SQL.readOwner, [after, limit, owner]);
+  async readEvents(
+    after: bigint,
+    owner: string | null,
+    limit: number,
+    types: readonly EventType[] | null,
+  ): Promise<EventRecord[]> {
+    const [text, values] =
+      types === null
+        ? owner === null
+          ? [SQL.readAll, [after, limit]]
+          : [SQL.readOwner, [after, limit, owner]]
+        : owner === null
+          ? [SQL.readAllOfTypes, [after, limit, types]]
+          : [SQL.readOwnerOfTypes, [after, limit, owner, types]];
+    const rows = await this.query(text, values);
     return rows.map((r) => ({
       id: big(r.id),
       type: r.type as EventType,

@@ -12,6 +12,7 @@ import {
   type CreateResult,
   type DeliveryRecord,
   type EventRecord,
+  type EventType,
   type PlantPage,
   type PlantRecord,
   type Store,
@@ -425,8 +426,13 @@ export class PostgresStore implements Store {
 
   // Events, webhooks and deliveries (postgres-events.ts).
 
-  readEvents(after: bigint, owner: string | null, limit: number): Promise<EventRecord[]> {
-    return this.events.readEvents(after, owner, limit);
+  readEvents(
+    after: bigint,
+    owner: string | null,
+    limit: number,
+    types: readonly EventType[] | null = null,
+  ): Promise<EventRecord[]> {
+    return this.events.readEvents(after, owner, limit, types);
   }
 
   eventHorizon(): Promise<bigint> {

@@ -104,6 +104,11 @@ export function prepareEventStatements(db: Database.Database) {
     readOwner: q(
       'SELECT id, type, owner, payload, created_at FROM events WHERE owner = ? AND id > ? ORDER BY id LIMIT ?',
     ),
+    // ?types= (issue 23): the types as a JSON array; the range on id stays the index's, the type a filter.
+    readAllOfTypes: q(`SELECT id, type, owner, payload, created_at FROM events
+      WHERE id > ? AND type IN (SELECT value FROM json_each(?)) ORDER BY id LIMIT ?`),
+    readOwnerOfTypes: q(`SELECT id, type, owner, payload, created_at FROM events
+      WHERE owner = ? AND id > ? AND type IN (SELECT value FROM json_each(?)) ORDER BY id LIMIT ?`),
     horizon: q('SELECT pruned_through FROM event_horizon').pluck(),
     lastId: q("SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'events'), 0)").pluck(),
     // Never past the cursor while a webhook is active: an event not yet fanned out keeps its row.
@@ -196,9 +201,9 @@ export class SqliteEvents {
     this.sql.moveCursor.run(through);
   }
 
-  readEvents(after: bigint, owner: string | null, limit: number): EventRecord[] {
+  readEvents(after: bigint, owner: string | null, limit: number, types: readonly EventType[] | null): EventRecord[] {
     const rows = (
-      owner === null ? this.sql.readAll.all(after, limit) : this.sql.readOwner.all(owner, after, limit)
+      types === null ? this.readAnyType(after, owner, limit) : this.readOfTypes(after, owner, limit, types)
     ) as EventRow[];
     return rows.map((r) => ({
       id: r.id,
@@ -207,6 +212,17 @@ export class SqliteEvents {
       payload: r.payload,
       createdAt: Number(r.created_at),
     }));
+  }
+
+  private readAnyType(after: bigint, owner: string | null, limit: number): unknown[] {
+    return owner === null ? this.sql.readAll.all(after, limit) : this.sql.readOwner.all(owner, after, limit);
+  }
+
+  private readOfTypes(after: bigint, owner: string | null, limit: number, types: readonly EventType[]): unknown[] {
+    const list = JSON.stringify(types);
+    return owner === null
+      ? this.sql.readAllOfTypes.all(after, list, limit)
+      : this.sql.readOwnerOfTypes.all(owner, after, list, limit);
   }
 
   eventHorizon(): bigint {

@@ -17,6 +17,7 @@ import {
   type ClaimedDelivery,
   type DeliveryRecord,
   type EventRecord,
+  type EventType,
   type PlantRecord,
   type Store,
   StoreUnavailableError,
@@ -310,8 +311,13 @@ export class SqliteStore implements Store {
   // Events, webhooks and deliveries: reads answer from the connection at once; writes go through
   // the group commit, so none of them waits inside SQLite for another process's lock.
 
-  readEvents(after: bigint, owner: string | null, limit: number): Promise<EventRecord[]> {
-    return Promise.resolve(unavailableWhenBusy(() => this.events.readEvents(after, owner, limit)));
+  readEvents(
+    after: bigint,
+    owner: string | null,
+    limit: number,
+    types: readonly EventType[] | null = null,
+  ): Promise<EventRecord[]> {
+    return Promise.resolve(unavailableWhenBusy(() => this.events.readEvents(after, owner, limit, types)));
   }
 
   eventHorizon(): Promise<bigint> {

@@ -114,8 +114,16 @@ export interface EventRecord {
 }
 
 export interface EventStore {
-  /** Events after `after`, in id order, of `owner`'s plants (null: every plant's), at most `limit`. */
-  readEvents(after: bigint, owner: string | null, limit: number): Promise<EventRecord[]>;
+  /**
+   * Events after `after`, in id order, of `owner`'s plants (null: every plant's), at most `limit`;
+   * with `types`, only events of those types (null or left out: every type).
+   */
+  readEvents(
+    after: bigint,
+    owner: string | null,
+    limit: number,
+    types?: readonly EventType[] | null,
+  ): Promise<EventRecord[]>;
   /** The newest event id pruned so far (0 when none): resuming after an older id cannot be exact. */
   eventHorizon(): Promise<bigint>;
   /** The newest event id (0 when none). */
