@@ -90,8 +90,14 @@ export const eventFeedSchema = {
   },
   response: {
     200: {
-      description: 'A text/event-stream that stays open, or a page of events as JSON (by `Accept`)',
+      description: 'A text/event-stream that stays open (the default), or a page of events as JSON (by `Accept`)',
       content: {
+        [STREAM]: {
+          schema: { type: 'string' },
+          example:
+            ': connected\n\nid: 1\nevent: plant.created\ndata: {"id":42,"name":"Monstera","tag":"tropical"}\n\n' +
+            'id: 2\nevent: plant.deleted\ndata: {"id":42}\n\n',
+        },
         [JSON_PAGES]: {
           schema: Type.Array(EventItem),
           example: [
@@ -103,12 +109,6 @@ export const eventFeedSchema = {
             },
             { id: 2, type: 'plant.deleted', data: { id: 42 }, createdAt: '2026-01-01T00:00:05.000Z' },
           ],
-        },
-        [STREAM]: {
-          schema: { type: 'string' },
-          example:
-            ': connected\n\nid: 1\nevent: plant.created\ndata: {"id":42,"name":"Monstera","tag":"tropical"}\n\n' +
-            'id: 2\nevent: plant.deleted\ndata: {"id":42}\n\n',
         },
       },
     },
