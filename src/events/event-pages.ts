@@ -4,7 +4,7 @@ import { HttpError } from '../errors.js';
 import { negotiateMediaType } from '../http/accept.js';
 import { parseDecimalBigInt } from '../http/validation.js';
 import { EXAMPLE_PLANT, Int64 } from '../plants/plant.schema.js';
-import { EVENT_TYPES, type EventRecord, type EventStore, type EventType } from '../store/store.js';
+import { EVENT_TYPES, type EventRow, type EventStore, type EventType } from '../store/store.js';
 import { type TypeFilter, typesQueryText } from './event-types-query.js';
 
 // The change feed as pages of JSON (CONTRACT.md, Events 1.2.0), for pollers and scripts: the same
@@ -54,18 +54,18 @@ const TYPE_JSON = new Map<string, string>(EVENT_TYPES.map((t) => [t, JSON.string
 
 /**
  * The page as JSON text, built from the stored text: `data` is the payload as written (ids beyond
- * 2^53 exact, never parsed), ids are bigints written as digits. Events of one millisecond share
+ * 2^53 exact, never parsed), ids are the digits the store read. Events of one millisecond share
  * their time's text (a burst of commits is made of them).
  */
-export function pageJson(events: readonly EventRecord[]): string {
+export function pageJson(rows: readonly EventRow[]): string {
   let json = '[';
   let ms = Number.NaN;
   let at = '';
-  for (let i = 0; i < events.length; i++) {
-    const e = events[i]!;
-    if (e.createdAt !== ms) at = new Date((ms = e.createdAt)).toISOString();
-    const type = TYPE_JSON.get(e.type) ?? JSON.stringify(e.type);
-    json += `${i === 0 ? '{' : ',{'}"id":${e.id},"type":${type},"data":${e.payload},"createdAt":"${at}"}`;
+  for (let i = 0; i < rows.length; i++) {
+    const [id, type, payload, createdAt] = rows[i]!;
+    if (createdAt !== ms) at = new Date((ms = createdAt)).toISOString();
+    const typeJson = TYPE_JSON.get(type) ?? JSON.stringify(type);
+    json += `${i === 0 ? '{' : ',{'}"id":${id},"type":${typeJson},"data":${payload},"createdAt":"${at}"}`;
   }
   return `${json}]`;
 }
@@ -94,17 +94,17 @@ export async function sendPage(
     throw new HttpError(400, '?after= must be an event id: a whole number from 0');
   }
   const after = asked ?? (await store.eventHorizon());
-  const events = await store.readEvents(after, owner, limit, types === null ? null : [...types]);
+  const rows = await store.readEventRows(after, owner, limit, types === null ? null : [...types]);
   if (asked !== undefined && asked < (await store.eventHorizon())) {
     throw new HttpError(
       410,
       `events after ${asked} are past the retention; read the plants again, then poll from the oldest event kept (no ?after=)`,
     );
   }
-  const last = events.length === 0 ? after : events[events.length - 1]!.id;
+  const last = rows.length === 0 ? after : BigInt(rows[rows.length - 1]![0]);
   // A prebuilt string with a JSON type goes out as it is: Fastify's serializer never sees it.
   return reply
     .header('link', nextPageLink(last, limit, types))
     .type('application/json; charset=utf-8')
-    .send(pageJson(events));
+    .send(pageJson(rows));
 }

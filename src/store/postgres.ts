@@ -12,6 +12,7 @@ import {
   type CreateResult,
   type DeliveryRecord,
   type EventRecord,
+  type EventRow,
   type EventType,
   type PlantPage,
   type PlantRecord,
@@ -433,6 +434,15 @@ export class PostgresStore implements Store {
     types: readonly EventType[] | null = null,
   ): Promise<EventRecord[]> {
     return this.events.readEvents(after, owner, limit, types);
+  }
+
+  readEventRows(
+    after: bigint,
+    owner: string | null,
+    limit: number,
+    types: readonly EventType[] | null = null,
+  ): Promise<readonly EventRow[]> {
+    return this.events.readEventRows(after, owner, limit, types);
   }
 
   eventHorizon(): Promise<bigint> {

@@ -17,6 +17,7 @@ import {
   type ClaimedDelivery,
   type DeliveryRecord,
   type EventRecord,
+  type EventRow,
   type EventType,
   type PlantRecord,
   type Store,
@@ -318,6 +319,15 @@ export class SqliteStore implements Store {
     types: readonly EventType[] | null = null,
   ): Promise<EventRecord[]> {
     return Promise.resolve(unavailableWhenBusy(() => this.events.readEvents(after, owner, limit, types)));
+  }
+
+  readEventRows(
+    after: bigint,
+    owner: string | null,
+    limit: number,
+    types: readonly EventType[] | null = null,
+  ): Promise<readonly EventRow[]> {
+    return Promise.resolve(unavailableWhenBusy(() => this.events.readEventRows(after, owner, limit, types)));
   }
 
   eventHorizon(): Promise<bigint> {
