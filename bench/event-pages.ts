@@ -4,6 +4,7 @@
 //
 //   npm run build && node --import tsx bench/event-pages.ts
 //   BENCH_PAGES_EVENTS=200000 BENCH_PAGES_ROUNDS=10 node --import tsx bench/event-pages.ts
+//   taskset -c 0 node --import tsx bench/event-pages.ts read    # the store's side alone, A/B (readAb)
 //
 // BENCH_PAGES_EVENTS events (default 200,000) are written by `plant-store import` while no server
 // runs (one event per plant, all of one owner), then the service starts pinned to core 0. A client
@@ -189,8 +190,64 @@ export async function pagesScenario(engine: string, env: NodeJS.ProcessEnv): Pro
   return { rows, notes };
 }
 
+/**
+ * `read`: the A/B of the store's side of a page, in this process (run it pinned: `taskset -c 0`):
+ * A reads EventRecords (readEvents: an object and two bigints per row) and writes the page from
+ * them, B reads EventRows (readEventRows: arrays, the id as text), what GET /events does. Rounds
+ * alternate; each reads the whole log in pages of LIMIT.
+ */
+async function readAb(): Promise<void> {
+  const { openSqlite } = await import('../src/store/sqlite.js');
+  const { pageJson } = await import('../src/events/event-pages.js');
+  const dir = mkdtempSync(join(tmpdir(), 'plant-store-bench-pages-ab-'));
+  const store = openSqlite(join(dir, 'ab.db'));
+  try {
+    await store.migrate();
+    const plants = Array.from({ length: EVENTS }, (_, i) => ({
+      id: 7_000_000_000_000_000_000n + BigInt(i),
+      owner: 'poller',
+      name: `paged plant ${i}`,
+      tag: 'bench',
+    }));
+    for (let i = 0; i < plants.length; i += 5000) await store.insertBatch(plants.slice(i, i + 5000));
+    const viaRecords = async (after: bigint): Promise<[number, bigint]> => {
+      const events = await store.readEvents(after, 'poller', LIMIT);
+      pageJson(events.map((e) => [String(e.id), e.type, e.payload, e.createdAt] as const));
+      return [events.length, events.at(-1)?.id ?? after];
+    };
+    const viaRows = async (after: bigint): Promise<[number, bigint]> => {
+      const rows = await store.readEventRows(after, 'poller', LIMIT);
+      pageJson(rows);
+      return [rows.length, rows.length === 0 ? after : BigInt(rows[rows.length - 1]![0])];
+    };
+    const times: Record<'A' | 'B', number[]> = { A: [], B: [] };
+    for (let round = 0; round < ROUNDS + 1; round++) {
+      for (const [name, read] of [
+        ['A', viaRecords],
+        ['B', viaRows],
+      ] as const) {
+        const started = performance.now();
+        let pages = 0;
+        for (let after = 0n, n = 1; n > 0; pages++) [n, after] = await read(after);
+        if (round > 0) times[name].push((performance.now() - started) / pages);
+      }
+    }
+    console.log(`${cpus()[0]?.model}, node ${process.version}, ${new Date().toISOString()}`);
+    for (const name of ['A', 'B'] as const) {
+      const ms = times[name];
+      console.log(
+        `${name === 'A' ? 'A readEvents (records)' : 'B readEventRows (rows)'}: ms per page of ${LIMIT}, median ${median(ms).toFixed(3)}, per round ${ms.map((t) => t.toFixed(3)).join(', ')}`,
+      );
+    }
+  } finally {
+    await store.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 if (process.argv[1] !== undefined && resolve(process.argv[1]) === THIS) {
-  if (process.argv[2] === 'client') {
+  if (process.argv[2] === 'read') await readAb();
+  else if (process.argv[2] === 'client') {
     const result = await client(JSON.parse(process.env.BENCH_ROLE ?? '{}') as ClientArgs);
     process.stdout.write(JSON.stringify(result));
   } else {
