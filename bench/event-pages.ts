@@ -46,7 +46,16 @@ interface ClientArgs {
 interface ClientResult {
   /** Per round: events read, pages read, milliseconds. */
   readonly rounds: Array<{ events: number; pages: number; ms: number }>;
+  /** Every round's pages, the warm-up's too, and the client's CPU time over them (ms). */
+  readonly allPages: number;
+  readonly cpuMs: number;
 }
+
+/** CPU time (user + system) a process has used so far, in ms (/proc/<pid>/stat, clock ticks of 10 ms). */
+const cpuMsOf = (pid: number): number => {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  return (Number(fields[11]) + Number(fields[12])) * 10;
+};
 
 const int = (n: number): string => Math.round(n).toLocaleString('en-US');
 const median = (values: readonly number[]): number => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
@@ -64,7 +73,10 @@ const mintToken = (env: NodeJS.ProcessEnv, subject: string, scopes: string): str
     .token;
 
 /** The service pinned to core 0, logging to a file; answers its port and how to stop it. */
-async function startService(dir: string, env: NodeJS.ProcessEnv): Promise<{ port: number; stop(): Promise<void> }> {
+async function startService(
+  dir: string,
+  env: NodeJS.ProcessEnv,
+): Promise<{ port: number; pid: number; stop(): Promise<void> }> {
   const log = join(dir, `service-${Date.now()}.log`);
   const fd = openSync(log, 'w');
   const child = spawn('taskset', ['-c', '0', process.execPath, BIN, 'serve'], {
@@ -83,7 +95,7 @@ async function startService(dir: string, env: NodeJS.ProcessEnv): Promise<{ port
   for (;;) {
     await new Promise((r) => setTimeout(r, 20));
     const m = /Server listening at http:\/\/127\.0\.0\.1:(\d+)/.exec(readFileSync(log, 'utf8'));
-    if (m) return { port: Number(m[1]), stop };
+    if (m) return { port: Number(m[1]), pid: child.pid!, stop }; // taskset execs node: one pid
     if (child.exitCode !== null || Date.now() > deadline) {
       await stop();
       throw new Error(`the service did not start: ${readFileSync(log, 'utf8')}`);
@@ -123,6 +135,8 @@ async function client({ port, token, limit, rounds }: ClientArgs): Promise<Clien
       req.end();
     });
   const result: ClientResult['rounds'] = [];
+  const cpu = process.cpuUsage();
+  let allPages = 0;
   for (let round = 0; round <= rounds; round++) {
     let path = `/events?limit=${limit}`;
     let events = 0;
@@ -139,9 +153,11 @@ async function client({ port, token, limit, rounds }: ClientArgs): Promise<Clien
       if (items === 0) break;
     }
     if (round > 0) result.push({ events, pages, ms: performance.now() - started });
+    allPages += pages;
   }
+  const used = process.cpuUsage(cpu);
   agent.destroy();
-  return { rounds: result };
+  return { rounds: result, allPages, cpuMs: (used.user + used.system) / 1000 };
 }
 
 /** The scenario on one engine; `env` has its DATABASE_URL (a fresh database: the import fills it). */
@@ -168,7 +184,15 @@ export async function pagesScenario(engine: string, env: NodeJS.ProcessEnv): Pro
         ['plants:admin', mintToken(env, 'root', 'plants:admin')],
       ] as const) {
         const load = loadavg()[0]!.toFixed(2);
-        const { rounds } = await runClient({ port: service.port, token, limit: LIMIT, rounds: ROUNDS });
+        const serverCpu = cpuMsOf(service.pid);
+        const { rounds, allPages, cpuMs } = await runClient({
+          port: service.port,
+          token,
+          limit: LIMIT,
+          rounds: ROUNDS,
+        });
+        const serverPerPage = (cpuMsOf(service.pid) - serverCpu) / allPages;
+        const clientPerPage = cpuMs / allPages;
         const rates = rounds.map((r) => (r.events / r.ms) * 1000);
         for (const r of rounds) if (r.events < EVENTS) throw new Error(`a read saw ${r.events} of ${EVENTS} events`);
         const perPage = rounds.map((r) => r.ms / r.pages);
@@ -176,7 +200,8 @@ export async function pagesScenario(engine: string, env: NodeJS.ProcessEnv): Pro
           `| ${engine} | GET /events as JSON, pages of ${int(LIMIT)}, ${int(EVENTS)} events, one client, ${who} (target ≥ ${int(TARGET)} events/s) | ${int(median(rates))} events/s | ${median(perPage).toFixed(2)} ms/page | — | — | — | — | — |`,
         );
         notes.push(
-          `${engine}: pages, ${who}: events/s per round ${rates.map(int).join(', ')} (min ${int(Math.min(...rates))}, max ${int(Math.max(...rates))}); load average before ${load}`,
+          `${engine}: pages, ${who}: events/s per round ${rates.map(int).join(', ')} (min ${int(Math.min(...rates))}, max ${int(Math.max(...rates))}); load average before ${load}; ` +
+            `CPU per page: service ${serverPerPage.toFixed(2)} ms, client ${clientPerPage.toFixed(2)} ms (one after the other, ${int((LIMIT / (serverPerPage + clientPerPage)) * 1000)} events/s if neither waited for a core)`,
         );
         console.error(rows.at(-1));
         console.error(`  ${notes.at(-1)}`);
