@@ -201,7 +201,7 @@ export async function pagesScenario(engine: string, env: NodeJS.ProcessEnv): Pro
         );
         notes.push(
           `${engine}: pages, ${who}: events/s per round ${rates.map(int).join(', ')} (min ${int(Math.min(...rates))}, max ${int(Math.max(...rates))}); load average before ${load}; ` +
-            `CPU per page: service ${serverPerPage.toFixed(2)} ms, client ${clientPerPage.toFixed(2)} ms (one after the other, ${int((LIMIT / (serverPerPage + clientPerPage)) * 1000)} events/s if neither waited for a core)`,
+            `CPU per page: service ${serverPerPage.toFixed(2)} ms, client ${clientPerPage.toFixed(2)} ms`,
         );
         console.error(rows.at(-1));
         console.error(`  ${notes.at(-1)}`);
