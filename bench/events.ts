@@ -33,10 +33,12 @@
 //     server's VmRSS before and after they are all open and have their `: connected` line; then
 //     BENCH_EVENTS_FANOUT creates (default 10), 1 s apart, and for each stream and event the time
 //     from sending the POST to the stream receiving the event (one process, one clock).
+//  5. The change feed as pages of JSON: bench/event-pages.ts (which says what it measures, and runs
+//     alone too).
 //
 // Settings: BENCH_DURATION (seconds per wrk run, default 10), BENCH_ROUNDS (default 3),
 // BENCH_DATABASE_URL (PostgreSQL to use; default: a throwaway embedded server),
-// BENCH_SKIP=sqlite,postgres and, to leave out one part, events-ab,events-latency,events-backlog,events-feed;
+// BENCH_SKIP=sqlite,postgres and, to leave out one part, events-ab,events-latency,events-backlog,events-feed,events-pages;
 // BENCH_EVENTS_RATE, BENCH_EVENTS_SECONDS, BENCH_EVENTS_BACKLOG, BENCH_EVENTS_STREAMS, BENCH_EVENTS_FANOUT.
 // Server settings: WEBHOOK_ALLOW_PRIVATE=1 (the receiver is on 127.0.0.1), RATE_LIMIT=off.
 // On a PostgreSQL server with autovacuum off, VACUUM ANALYZE runs before each measured run, as
@@ -52,6 +54,7 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
 import pg from 'pg';
+import { pagesScenario } from './event-pages.js';
 import { type WrkResult, wrk as wrkFor } from './wrk.js';
 
 const THIS = fileURLToPath(import.meta.url);
@@ -298,6 +301,12 @@ export async function eventScenarios(engine: string, env: NodeJS.ProcessEnv): Pr
       await service.stop();
     }
     if (!SKIP.has('events-feed')) await feed();
+    if (!SKIP.has('events-pages')) {
+      // 5. The feed as pages of JSON (bench/event-pages.ts, which also runs alone).
+      const pages = await pagesScenario(engine, env);
+      rows.push(...pages.rows);
+      notes.push(...pages.notes);
+    }
 
     /** 3. Deliveries/s from a backlog written by an import while no server ran. */
     async function backlog(): Promise<void> {

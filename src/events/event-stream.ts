@@ -1,6 +1,7 @@
 import type { ServerResponse } from 'node:http';
-import type { EventRecord, EventStore } from '../store/store.js';
+import type { EventRecord, EventStore, EventType } from '../store/store.js';
 import { PAGE, type TailSubscriber } from './event-tail.js';
+import type { TypeFilter } from './event-types-query.js';
 
 /** A stream whose client reads slower than this many bytes are queued is closed; it may resume. */
 const MAX_QUEUED_BYTES = 4 * 1024 * 1024;
@@ -21,6 +22,8 @@ export class EventStream implements TailSubscriber {
   private held: EventRecord[] | undefined = [];
   private overflowed = false;
   private closed = false;
+  /** The types the store reads for this stream (?types=); null: every type. */
+  private readonly typeList: readonly EventType[] | null;
 
   constructor(
     private readonly response: ServerResponse,
@@ -29,8 +32,11 @@ export class EventStream implements TailSubscriber {
     private readonly owner: string | null,
     after: bigint,
     private readonly onClose: () => void,
+    /** Only events of these types (?types=, issue 23); null: every type. */
+    private readonly types: TypeFilter = null,
   ) {
     this.cursor = after;
+    this.typeList = types === null ? null : [...types];
     response.on('close', () => this.close());
   }
 
@@ -44,7 +50,7 @@ export class EventStream implements TailSubscriber {
       this.overflowed = false;
       for (;;) {
         if (this.closed) return;
-        const events = await this.store.readEvents(this.cursor, this.owner, PAGE);
+        const events = await this.store.readEvents(this.cursor, this.owner, PAGE, this.typeList);
         for (const event of events) this.send(event);
         if (events.length < PAGE) break;
       }
@@ -57,6 +63,7 @@ export class EventStream implements TailSubscriber {
 
   offer(event: EventRecord): void {
     if (this.closed || (this.owner !== null && event.owner !== this.owner)) return;
+    if (this.types !== null && !this.types.has(event.type)) return;
     if (this.held === undefined) return this.send(event);
     this.held.push(event);
     // A catch-up that falls this far behind reads the log again from its cursor rather than hold more.

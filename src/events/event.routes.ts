@@ -1,11 +1,14 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import Type from 'typebox';
 import { HttpError } from '../errors.js';
+import { varyOnAccept } from '../http/accept.js';
 import { errorResponses } from '../http/responses.js';
 import { parseDecimalBigInt } from '../http/validation.js';
-import { type EventStore, failureFields } from '../store/store.js';
+import { EVENT_TYPES, type EventStore, failureFields } from '../store/store.js';
+import { EventItem, JSON_PAGES, PAGE_LIMIT, STREAM, sendPage, wantsPages } from './event-pages.js';
 import { EventStream } from './event-stream.js';
 import { EventTail } from './event-tail.js';
+import { parseTypesQuery } from './event-types-query.js';
 
 export interface EventFeedOptions {
   readonly heartbeatMs: number;
@@ -30,30 +33,82 @@ export const eventFeedSchema = {
   operationId: 'streamEvents',
   summary: 'The change feed',
   description:
-    'Server-Sent Events: each event of the plants the caller may see, as `id`, `event` (its type) and `data` (its payload), live as changes commit, with a comment line at least every 15 s. Without `Last-Event-ID` or `?after=` the stream starts from now; with one it resumes strictly after that event (`?after=0`: every event kept). An id older than the retention answers 410. At most 5 open streams per token.',
+    'Two representations of the events of the plants the caller may see, chosen by `Accept`. ' +
+    '**The stream** (`text/event-stream`, the default: no `Accept`, `*/*`, or anything that does not prefer JSON): Server-Sent Events, each event as `id`, `event` (its type) and `data` (its payload), live as changes commit, with a comment line at least every 15 s. Without `Last-Event-ID` or `?after=` the stream starts from now; with one it resumes strictly after that event (`?after=0`: every event kept). At most 5 open streams per token. ' +
+    '**Pages of JSON** (`Accept: application/json`, for pollers): the events after `?after=` (without it: from the oldest event kept), in id order, at most `?limit=`; every page, an empty one too, carries `Link: <…>; rel="next"` whose `after` is the last id of the page (or the same `after` when it is empty): follow it forever. ' +
+    '`?types=` keeps only events of those types, on both. An `after` older than the retention answers 410.',
   tags: ['events'],
   security: [{ bearerAuth: [] }],
   querystring: Type.Object({
     after: Type.Optional(
-      Type.String({ pattern: '^[0-9]{1,19}$', description: 'resume after this event id', examples: ['0'] }),
+      Type.String({
+        pattern: '^[0-9]{1,19}$',
+        description:
+          'an event id: the stream resumes after it; a page starts after it (without it: the oldest event kept)',
+        examples: ['0'],
+      }),
+    ),
+    types: Type.Optional(
+      Type.String({
+        minLength: 1,
+        maxLength: 200,
+        description: `event types separated by commas (${EVENT_TYPES.join(', ')}): only events of those types`,
+        examples: ['plant.created,plant.deleted'],
+      }),
+    ),
+    limit: Type.Optional(
+      Type.Integer({
+        format: 'int32',
+        minimum: PAGE_LIMIT.min,
+        maximum: PAGE_LIMIT.max,
+        default: PAGE_LIMIT.default,
+        description: `an integer from ${PAGE_LIMIT.min} to ${PAGE_LIMIT.max}: how many events a JSON page holds at most (the stream ignores it)`,
+        examples: [100],
+      }),
     ),
   }),
   'x-request-headers': {
     'Last-Event-ID': {
-      description: 'the id of the last event received: the stream resumes after it (wins over `?after=`)',
+      description:
+        'the id of the last event received: the stream resumes after it (wins over `?after=`; pages ignore it)',
       schema: { type: 'string' },
       example: '0',
     },
   },
+  'x-response-headers': {
+    Link: {
+      description:
+        'JSON pages only, on every page: RFC 8288 link to the next page, `</events?after=<last id of this page>&limit=…>; rel="next"` (the same `after` when the page is empty)',
+      schema: { type: 'string' },
+      example: '</events?after=2&limit=100>; rel="next"',
+    },
+    Vary: {
+      description: '`Accept` (the representation depends on it), and more where compression or CORS apply',
+      schema: { type: 'string' },
+      example: 'accept',
+    },
+  },
   response: {
     200: {
-      description: 'A text/event-stream that stays open',
+      description: 'A text/event-stream that stays open (the default), or a page of events as JSON (by `Accept`)',
       content: {
-        'text/event-stream': {
+        [STREAM]: {
           schema: { type: 'string' },
           example:
             ': connected\n\nid: 1\nevent: plant.created\ndata: {"id":42,"name":"Monstera","tag":"tropical"}\n\n' +
             'id: 2\nevent: plant.deleted\ndata: {"id":42}\n\n',
+        },
+        [JSON_PAGES]: {
+          schema: Type.Array(EventItem),
+          example: [
+            {
+              id: 1,
+              type: 'plant.created',
+              data: { id: 42, name: 'Monstera', tag: 'tropical' },
+              createdAt: '2026-01-01T00:00:00.000Z',
+            },
+            { id: 2, type: 'plant.deleted', data: { id: 42 }, createdAt: '2026-01-01T00:00:05.000Z' },
+          ],
         },
       },
     },
@@ -104,6 +159,13 @@ export function eventRoutes(
       { schema: eventFeedSchema, config: { scope: 'plants:read' }, exposeHeadRoute: false },
       async (request, reply) => {
         const { principal } = request;
+        // One resource, two representations (issue 23): caches and clients must key on Accept.
+        varyOnAccept(reply);
+        const types = parseTypesQuery(request.query.types);
+        if (wantsPages(request.headers.accept)) {
+          const owner = principal.scopes.has('plants:admin') ? null : principal.subject;
+          return sendPage(reply, store, owner, request.query, types);
+        }
         if (registry.closing) {
           throw new HttpError(503, 'the server is shutting down; reconnect to resume the feed', {
             'retry-after': '1',
@@ -143,13 +205,20 @@ export function eventRoutes(
         });
         raw.flushHeaders();
         const owner = principal.scopes.has('plants:admin') ? null : principal.subject;
-        const stream = new EventStream(raw, store, owner, after, () => {
-          streams.delete(stream);
-          tail.unsubscribe(stream);
-          const left = (open.get(principal.tokenId) ?? 1) - 1;
-          if (left === 0) open.delete(principal.tokenId);
-          else open.set(principal.tokenId, left);
-        });
+        const stream = new EventStream(
+          raw,
+          store,
+          owner,
+          after,
+          () => {
+            streams.delete(stream);
+            tail.unsubscribe(stream);
+            const left = (open.get(principal.tokenId) ?? 1) - 1;
+            if (left === 0) open.delete(principal.tokenId);
+            else open.set(principal.tokenId, left);
+          },
+          types,
+        );
         streams.add(stream);
         raw.write(': connected\n\n');
         try {

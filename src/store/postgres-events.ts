@@ -11,6 +11,7 @@ import {
   type DeliveryType,
   type DisabledReason,
   type EventRecord,
+  type EventRow,
   type EventType,
   type NewWebhookRecord,
   PING_TYPE,
@@ -61,9 +62,6 @@ const SQL = {
   // Taken before a change to the set of active webhooks, until its commit: no event commits
   // meanwhile, so every event is fanned out with the webhooks active when it committed.
   holdEvents: `SELECT pg_advisory_xact_lock(${EVENT_ORDER_LOCK})`,
-  readAll: 'SELECT id, type, owner, payload, created_at FROM events WHERE id > $1 ORDER BY id LIMIT $2',
-  readOwner:
-    'SELECT id, type, owner, payload, created_at FROM events WHERE owner = $3 AND id > $1 ORDER BY id LIMIT $2',
   horizon: 'SELECT pruned_through FROM event_horizon',
   lastId: 'SELECT coalesce(max(id), 0) AS id FROM events',
   // One statement: the oldest events past retention, the horizon raised to the newest of them.
@@ -234,6 +232,25 @@ interface Delivered {
   readonly outcome: AttemptOutcome;
 }
 
+/**
+ * A read of the log, of `columns` in id order, and its values: every owner's events or one's, of
+ * every type or of `types` (?types=, issue 23: the range on id, or on (owner, id), stays the
+ * index's, the type a filter).
+ */
+function logRead(
+  columns: string,
+  after: bigint,
+  owner: string | null,
+  limit: number,
+  types: readonly EventType[] | null,
+): [string, unknown[]] {
+  const values: unknown[] = [after, limit];
+  let where = 'id > $1';
+  if (owner !== null) where += ` AND owner = $${values.push(owner)}`;
+  if (types !== null) where += ` AND type = ANY($${values.push(types)}::text[])`;
+  return [`SELECT ${columns} FROM events WHERE ${where} ORDER BY events.id LIMIT $2`, values];
+}
+
 /** The most delivered attempts one statement records. */
 const RECORD_BATCH = 256;
 /** A record not answered by then fails: the lease runs out and the delivery is sent again. */
@@ -273,11 +290,13 @@ export class PostgresEvents {
     }
   }
 
-  async readEvents(after: bigint, owner: string | null, limit: number): Promise<EventRecord[]> {
-    const rows =
-      owner === null
-        ? await this.query(SQL.readAll, [after, limit])
-        : await this.query(SQL.readOwner, [after, limit, owner]);
+  async readEvents(
+    after: bigint,
+    owner: string | null,
+    limit: number,
+    types: readonly EventType[] | null,
+  ): Promise<EventRecord[]> {
+    const rows = await this.query(...logRead('id, type, owner, payload, created_at', after, owner, limit, types));
     return rows.map((r) => ({
       id: big(r.id),
       type: r.type as EventType,
@@ -285,6 +304,24 @@ export class PostgresEvents {
       payload: r.payload as string,
       createdAt: Number(r.created_at),
     }));
+  }
+
+  /**
+   * Rows as arrays (rowMode), the id as text: what a page of JSON is written from. The read orders
+   * by events.id: a bare `id` would name the text column, and 10 would come before 9.
+   */
+  async readEventRows(
+    after: bigint,
+    owner: string | null,
+    limit: number,
+    types: readonly EventType[] | null,
+  ): Promise<EventRow[]> {
+    const [text, values] = logRead('id::text, type, payload, created_at::float8', after, owner, limit, types);
+    try {
+      return (await this.pool.query<EventRow & unknown[]>({ text, values, rowMode: 'array' })).rows;
+    } catch (error) {
+      throw classifyPostgresError(error);
+    }
   }
 
   async eventHorizon(): Promise<bigint> {

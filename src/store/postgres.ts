@@ -18,6 +18,8 @@ import {
   type CreateResult,
   type DeliveryRecord,
   type EventRecord,
+  type EventRow,
+  type EventType,
   type PlantPage,
   type PlantRecord,
   type Store,
@@ -434,8 +436,22 @@ export class PostgresStore implements Store {
 
   // Events, webhooks and deliveries (postgres-events.ts).
 
-  readEvents(after: bigint, owner: string | null, limit: number): Promise<EventRecord[]> {
-    return this.events.readEvents(after, owner, limit);
+  readEvents(
+    after: bigint,
+    owner: string | null,
+    limit: number,
+    types: readonly EventType[] | null = null,
+  ): Promise<EventRecord[]> {
+    return this.events.readEvents(after, owner, limit, types);
+  }
+
+  readEventRows(
+    after: bigint,
+    owner: string | null,
+    limit: number,
+    types: readonly EventType[] | null = null,
+  ): Promise<readonly EventRow[]> {
+    return this.events.readEventRows(after, owner, limit, types);
   }
 
   eventHorizon(): Promise<bigint> {

@@ -8,6 +8,7 @@ import {
   type DeliveryType,
   type DisabledReason,
   type EventRecord,
+  type EventRow,
   type EventType,
   type NewWebhookRecord,
   PING_TYPE,
@@ -18,7 +19,7 @@ import {
 // store's one connection; every write runs inside the group commit's transaction (SqliteStore),
 // so none of them waits inside SQLite for another process's lock.
 
-interface EventRow {
+interface StoredEvent {
   id: bigint;
   type: EventType;
   owner: string;
@@ -137,9 +138,10 @@ export function prepareEventStatements(db: Database.Database) {
         ON w.status = 'active' AND (w.owner = e.owner OR w.all_plants = 1)
         AND instr(' ' || w.events || ' ', ' ' || e.type || ' ') > 0
       WHERE e.id > ? AND e.id <= ? ORDER BY e.id, w.id`),
-    readAll: q('SELECT id, type, owner, payload, created_at FROM events WHERE id > ? ORDER BY id LIMIT ?'),
-    readOwner: q(
-      'SELECT id, type, owner, payload, created_at FROM events WHERE owner = ? AND id > ? ORDER BY id LIMIT ?',
+    // The log's reads (logReads): as EventRecords for the streams, as EventRows for the JSON pages.
+    records: logReads('id, type, owner, payload, created_at', q),
+    rows: logReads('CAST(id AS TEXT), type, payload, created_at', (sql) =>
+      db.prepare(sql).safeIntegers(false).raw(true),
     ),
     horizon: q('SELECT pruned_through FROM event_horizon').pluck(),
     lastId: q("SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'events'), 0)").pluck(),
@@ -215,6 +217,34 @@ export function prepareEventStatements(db: Database.Database) {
 }
 
 type Statements = ReturnType<typeof prepareEventStatements>;
+type LogReads = ReturnType<typeof logReads>;
+
+/**
+ * The four reads of the log, of `columns` in id order: every owner's events or one's, of every type
+ * or of those in a JSON array (?types=, issue 23: the range on id stays the index's, the type a filter).
+ */
+function logReads(columns: string, prepare: (sql: string) => Database.Statement) {
+  const read = (where: string) => prepare(`SELECT ${columns} FROM events WHERE ${where} ORDER BY events.id LIMIT ?`);
+  const ofTypes = 'type IN (SELECT value FROM json_each(?))';
+  return {
+    all: read('id > ?'),
+    owner: read('owner = ? AND id > ?'),
+    allOfTypes: read(`id > ? AND ${ofTypes}`),
+    ownerOfTypes: read(`owner = ? AND id > ? AND ${ofTypes}`),
+  };
+}
+
+function readLog(
+  reads: LogReads,
+  after: bigint,
+  owner: string | null,
+  limit: number,
+  types: readonly EventType[] | null,
+): unknown[] {
+  const list = types === null ? null : JSON.stringify(types);
+  if (owner === null) return list === null ? reads.all.all(after, limit) : reads.allOfTypes.all(after, list, limit);
+  return list === null ? reads.owner.all(owner, after, limit) : reads.ownerOfTypes.all(owner, after, list, limit);
+}
 
 /** Events, webhooks and deliveries over one SQLite connection; `now` is this machine's clock. */
 export class SqliteEvents {
@@ -251,17 +281,19 @@ export class SqliteEvents {
     this.sql.moveCursor.run(through);
   }
 
-  readEvents(after: bigint, owner: string | null, limit: number): EventRecord[] {
-    const rows = (
-      owner === null ? this.sql.readAll.all(after, limit) : this.sql.readOwner.all(owner, after, limit)
-    ) as EventRow[];
-    return rows.map((r) => ({
+  readEvents(after: bigint, owner: string | null, limit: number, types: readonly EventType[] | null): EventRecord[] {
+    return (readLog(this.sql.records, after, owner, limit, types) as StoredEvent[]).map((r) => ({
       id: r.id,
       type: r.type,
       owner: r.owner,
       payload: r.payload,
       createdAt: Number(r.created_at),
     }));
+  }
+
+  /** Arrays straight from SQLite, the id as text: no object and no bigint made per row. */
+  readEventRows(after: bigint, owner: string | null, limit: number, types: readonly EventType[] | null): EventRow[] {
+    return readLog(this.sql.rows, after, owner, limit, types) as EventRow[];
   }
 
   eventHorizon(): bigint {

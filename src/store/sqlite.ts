@@ -23,6 +23,8 @@ import {
   type WebhookPatch,
   type DeliveryRecord,
   type EventRecord,
+  type EventRow,
+  type EventType,
   type PlantRecord,
   type Store,
   StoreUnavailableError,
@@ -323,8 +325,22 @@ export class SqliteStore implements Store {
   // Events, webhooks and deliveries: reads answer from the connection at once; writes go through
   // the group commit, so none of them waits inside SQLite for another process's lock.
 
-  readEvents(after: bigint, owner: string | null, limit: number): Promise<EventRecord[]> {
-    return Promise.resolve(unavailableWhenBusy(() => this.events.readEvents(after, owner, limit)));
+  readEvents(
+    after: bigint,
+    owner: string | null,
+    limit: number,
+    types: readonly EventType[] | null = null,
+  ): Promise<EventRecord[]> {
+    return Promise.resolve(unavailableWhenBusy(() => this.events.readEvents(after, owner, limit, types)));
+  }
+
+  readEventRows(
+    after: bigint,
+    owner: string | null,
+    limit: number,
+    types: readonly EventType[] | null = null,
+  ): Promise<readonly EventRow[]> {
+    return Promise.resolve(unavailableWhenBusy(() => this.events.readEventRows(after, owner, limit, types)));
   }
 
   eventHorizon(): Promise<bigint> {

@@ -113,9 +113,31 @@ export interface EventRecord {
   readonly createdAt: number;
 }
 
+/**
+ * An event as the feed's JSON pages read it (issue 23): the id as decimal text (exact, and no
+ * bigint made per row), the type, the payload as stored, the time in ms. No owner: the read
+ * chose by it already.
+ */
+export type EventRow = readonly [id: string, type: EventType, payload: string, createdAt: number];
+
 export interface EventStore {
-  /** Events after `after`, in id order, of `owner`'s plants (null: every plant's), at most `limit`. */
-  readEvents(after: bigint, owner: string | null, limit: number): Promise<EventRecord[]>;
+  /**
+   * Events after `after`, in id order, of `owner`'s plants (null: every plant's), at most `limit`;
+   * with `types`, only events of those types (null or left out: every type).
+   */
+  readEvents(
+    after: bigint,
+    owner: string | null,
+    limit: number,
+    types?: readonly EventType[] | null,
+  ): Promise<EventRecord[]>;
+  /** What readEvents reads, as rows: what a page of JSON is written from, in bulk. */
+  readEventRows(
+    after: bigint,
+    owner: string | null,
+    limit: number,
+    types?: readonly EventType[] | null,
+  ): Promise<readonly EventRow[]>;
   /** The newest event id pruned so far (0 when none): resuming after an older id cannot be exact. */
   eventHorizon(): Promise<bigint>;
   /** The newest event id (0 when none). */

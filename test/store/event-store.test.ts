@@ -199,6 +199,35 @@ for (const engine of engines) {
     });
 
     withStore(
+      'readEvents and readEventRows keep an owner’s events or every one, of some types or all, in id order past 9',
+      async ({ store }) => {
+        for (let i = 1n; i <= 12n; i++) await store.createPlant(plant(i, i % 3n === 0n ? 'bob' : 'alice'));
+        for (const id of [2n, 3n, 4n]) assert.equal(await store.deletePlant(id, null), true);
+        const all = await allEvents(store);
+        assert.equal(all.length, 15);
+        const rowsOf = (events: EventRecord[]) => events.map((e) => [String(e.id), e.type, e.payload, e.createdAt]);
+        const alices = all.filter((e) => e.owner === 'alice');
+        const deleted = (events: EventRecord[]) => events.filter((e) => e.type === 'plant.deleted');
+        // Ids as text must still come in numeric order: "10" after "9" (a text sort would not).
+        assert.deepEqual(await store.readEventRows(0n, null, 100), rowsOf(all));
+        assert.deepEqual(await store.readEventRows(all[7]!.id, null, 3), rowsOf(all.slice(8, 11)));
+        assert.deepEqual(await store.readEventRows(0n, 'alice', 100), rowsOf(alices));
+        for (const types of [['plant.deleted'], ['plant.created']] as const) {
+          const of = (events: EventRecord[]) => events.filter((e) => e.type === types[0]);
+          assert.deepEqual(await store.readEvents(0n, null, 100, types), of(all));
+          assert.deepEqual(await store.readEvents(0n, 'alice', 100, types), of(alices));
+          assert.deepEqual(await store.readEventRows(0n, 'alice', 100, types), rowsOf(of(alices)));
+        }
+        assert.deepEqual(await store.readEvents(0n, null, 100, [...EVENT_TYPES]), all);
+        // The limit counts the events read, after the filters: not the rows skipped to find them.
+        assert.deepEqual(
+          await store.readEvents(0n, 'bob', 1, ['plant.deleted']),
+          deleted(all).filter((e) => e.owner === 'bob'),
+        );
+      },
+    );
+
+    withStore(
       'deletePlant writes plant.deleted with the owner of the plant, an admin delete too',
       async ({ store }) => {
         await store.createPlant(plant(MIN, 'alice'));

@@ -10,6 +10,8 @@ import {
   sleep,
 } from './retry.js';
 import { type Answer, listQuery, newPlantJson, nextCursor, readPlant, readPlants, toError } from './wire.js';
+import { type EventsPage, type EventsPageOptions, eventsQuery, nextAfter, readEventsPage } from './events.js';
+import type { FeedEvent } from './contract.js';
 
 export interface PlantStoreClientOptions extends Partial<RetryPolicy> {
   /** Where the API is: `http://127.0.0.1:8080`, or `https://example.com/plant-store/` behind a prefix. */
@@ -43,6 +45,17 @@ export interface ListOptions extends CallOptions {
   tag?: string;
   /** Start at this page: the `next` of an earlier `listPage`. */
   cursor?: string;
+}
+
+export interface EventsOptions extends EventsPageOptions {
+  /**
+   * false (the default): the iterator ends at the first empty page, having read every event there
+   * was. true: it keeps polling, waiting `pollIntervalMs` after each empty page, until `signal`
+   * aborts (the iterator then throws its reason) or the loop over it ends (`break`).
+   */
+  follow?: boolean;
+  /** With `follow`, the wait after an empty page before asking again (default 1 000 ms). */
+  pollIntervalMs?: number;
 }
 
 export interface Page {
@@ -128,6 +141,36 @@ export class PlantStoreClient {
       yield* page.plants;
       cursor = page.next;
     } while (cursor !== undefined);
+  }
+
+  /** GET /events as JSON: one page of the change feed, and where the next one starts. */
+  async eventsPage(options: EventsPageOptions = {}): Promise<EventsPage> {
+    const op = OPERATIONS.streamEvents;
+    const url = this.#url(op.path, eventsQuery(options));
+    const answer = await this.#send('streamEvents', url, undefined, options.signal);
+    if (answer.status !== op.success) throw toError(answer);
+    return { events: readEventsPage(answer), next: nextAfter(answer) };
+  }
+
+  /**
+   * The change feed's events the token may see, in id order, each once: page after page, following
+   * `Link: rel="next"`. Without `after`, from the oldest event the server keeps; without `follow`,
+   * until the first empty page. An `after` past the server's retention is a PlantStoreError 410.
+   */
+  async *events(options: EventsOptions = {}): AsyncGenerator<FeedEvent, void, undefined> {
+    const { follow = false, pollIntervalMs = 1000, ...pageOptions } = options;
+    if (!Number.isFinite(pollIntervalMs) || pollIntervalMs < 0)
+      throw new RangeError('pollIntervalMs must be 0 or more');
+    eventsQuery(pageOptions); // a bad option is a throw at the first next(), before any request
+    let after = pageOptions.after;
+    for (;;) {
+      const page = await this.eventsPage({ ...pageOptions, after });
+      yield* page.events;
+      after = page.next;
+      if (page.events.length > 0) continue;
+      if (!follow) return;
+      await sleep(pollIntervalMs, options.signal);
+    }
   }
 
   #url(path: string, query?: URLSearchParams): URL {

@@ -8,11 +8,11 @@ import type { Int64 } from './int64.js';
  * drift apart without a failing check.
  */
 
-type FieldType = 'string' | 'integer' | 'null';
+type FieldType = 'string' | 'integer' | 'null' | 'object';
 
 export interface FieldShape {
   readonly type: FieldType | readonly FieldType[];
-  readonly format?: 'int32' | 'int64';
+  readonly format?: 'int32' | 'int64' | 'date-time';
   readonly required: boolean;
 }
 
@@ -51,10 +51,54 @@ export const OPERATIONS = {
     headers: ['Link'],
   },
   deletePlant: { method: 'DELETE', path: '/plants/{id}', params: ['id'], success: 204 },
+  // The change feed as pages of JSON (Accept: application/json); the same operation streams
+  // Server-Sent Events to other clients, which this client does not read.
+  streamEvents: {
+    method: 'GET',
+    path: '/events',
+    query: ['after', 'types', 'limit'],
+    success: 200,
+    response: 'Event[]',
+    headers: ['Link'],
+  },
 } as const;
 
 export type OperationId = keyof typeof OPERATIONS;
 export type ListQueryName = (typeof OPERATIONS.findPlants.query)[number];
+export type EventsQueryName = (typeof OPERATIONS.streamEvents.query)[number];
+
+/** The event types of the feed. */
+export const EVENT_TYPES = ['plant.created', 'plant.deleted'] as const;
+export type EventType = (typeof EVENT_TYPES)[number];
+
+/** `limit` on GET /events as JSON pages. */
+export const EVENT_LIMIT = { min: 1, max: 1000, default: 100 } as const;
+
+/**
+ * An item of a page of events, field by field (the server declares it inline, under GET /events's
+ * application/json answer), and its `data`: the payload as the stream and webhooks carry it.
+ */
+export const EVENT_SHAPES = {
+  Event: {
+    id: { type: 'integer', format: 'int64', required: true },
+    type: { type: 'string', required: true },
+    data: { type: 'object', required: true },
+    createdAt: { type: 'string', format: 'date-time', required: true },
+  },
+  EventData: {
+    id: { type: 'integer', format: 'int64', required: true },
+    name: { type: 'string', required: false },
+    tag: { type: 'string', required: false },
+  },
+} as const satisfies Record<string, ObjectShape>;
+
+/**
+ * One event of the change feed, ids exact. `data` is the payload: the plant as created (`tag` only
+ * when it has one), or the id of the plant deleted.
+ */
+export type FeedEvent =
+  | { id: bigint; type: 'plant.created'; data: { id: bigint; name: string; tag?: string }; createdAt: string }
+  | { id: bigint; type: 'plant.deleted'; data: { id: bigint }; createdAt: string };
 
 /** A plant as the server answers it. It carries no id: the API never returns one. */
 export interface Plant {
@@ -79,7 +123,15 @@ export interface ErrorBody {
 }
 
 // Compile-time ties between the interfaces above and SHAPES (which the test ties to the server).
-type One<T> = T extends 'string' ? string : T extends 'integer' ? number : T extends 'null' ? null : never;
+type One<T> = T extends 'string'
+  ? string
+  : T extends 'integer'
+    ? number
+    : T extends 'null'
+      ? null
+      : T extends 'object'
+        ? object
+        : never;
 type Value<F extends FieldShape> = F['format'] extends 'int64'
   ? Int64
   : F['type'] extends readonly (infer U)[]

@@ -1,12 +1,26 @@
 export {
   PlantStoreClient,
   type CallOptions,
+  type EventsOptions,
   type ListOptions,
   type Page,
   type PlantStoreClientOptions,
   type RetryEvent,
 } from './client.js';
-export { LIMIT, OPERATIONS, SHAPES, type ErrorBody, type NewPlant, type OperationId, type Plant } from './contract.js';
+export {
+  EVENT_LIMIT,
+  EVENT_TYPES,
+  LIMIT,
+  OPERATIONS,
+  SHAPES,
+  type ErrorBody,
+  type EventType,
+  type FeedEvent,
+  type NewPlant,
+  type OperationId,
+  type Plant,
+} from './contract.js';
+export type { EventsPage, EventsPageOptions } from './events.js';
 export { PlantStoreError, PlantStoreNetworkError } from './errors.js';
 export { INT64_MAX, INT64_MIN, type Int64, isInt64, toInt64 } from './int64.js';
 export { DEFAULT_RETRY_POLICY, RETRY_STATUSES, type RetryPolicy } from './retry.js';

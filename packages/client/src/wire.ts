@@ -86,7 +86,7 @@ export function toError(answer: Answer): PlantStoreError {
 }
 
 /** A success status with a body that breaks the contract: a failure too, with that status. */
-function unexpected(answer: Answer, what: string): never {
+export function unexpected(answer: Answer, what: string): never {
   throw new PlantStoreError(answer.status, `unexpected answer from the server: ${what}`, {
     requestId: answer.headers.get('x-request-id') ?? undefined,
   });

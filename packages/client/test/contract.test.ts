@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import type { ObjectShape } from '../src/contract.js';
-import { LIMIT, OPERATIONS, PlantStoreClient, RETRY_STATUSES, SHAPES } from '../src/index.js';
+import { EVENT_SHAPES } from '../src/contract.js';
+import { EVENT_LIMIT, EVENT_TYPES, LIMIT, OPERATIONS, PlantStoreClient, RETRY_STATUSES, SHAPES } from '../src/index.js';
 import { type TestServer, recordingFetch, startTestServer } from './support.js';
 
 /**
@@ -58,10 +59,17 @@ test('each operation has exactly the one success status the client expects, with
       `${id}: success statuses`,
     );
     const success = at(responses, String(op.success));
+    if ('response' in op && op.response === 'Event[]') {
+      // One operation, two representations: the client reads the JSON one (its items: the test below).
+      assert.deepEqual(Object.keys(at(success, 'content')).sort(), ['application/json', 'text/event-stream']);
+      assert.equal(at(success, 'content', 'application/json', 'schema').type, 'array');
+      continue;
+    }
     const expected = 'response' in op ? { 'application/json': { schema: bodies[op.response] } } : undefined;
     assert.deepEqual(success.content, expected, `${id}: the ${op.success} body`);
   }
   assert.ok(at(operation('findPlants'), 'responses', '200', 'headers', 'Link'), 'the next page comes in a Link header');
+  assert.ok(at(operation('streamEvents'), 'responses', '200', 'headers', 'Link'), 'so does the next page of events');
 });
 
 test('every failure status is documented with the Error body the client reads its message from', () => {
@@ -112,32 +120,55 @@ test('the parameters are the ones the client sends: limit and its bounds, cursor
     OPERATIONS.deletePlant.params.map((name) => [name, 'path', true, 'integer', 'int64']),
   );
   assert.deepEqual(parameters('addPlant'), []);
+
+  // The feed: its query parameters (Last-Event-ID is the stream's, not this client's).
+  const events = parameters('streamEvents');
+  assert.deepEqual(
+    events.filter((p) => p.in === 'query').map((p) => [p.name, p.required, at(p, 'schema').type]),
+    OPERATIONS.streamEvents.query.map((name) => [name, false, name === 'limit' ? 'integer' : 'string']),
+  );
+  const eventLimit = at(
+    events.find((p) => p.name === 'limit'),
+    'schema',
+  );
+  assert.deepEqual(
+    { minimum: eventLimit.minimum, maximum: eventLimit.maximum, default: eventLimit.default },
+    { minimum: EVENT_LIMIT.min, maximum: EVENT_LIMIT.max, default: EVENT_LIMIT.default },
+  );
   assert.deepEqual(operation('addPlant').requestBody, {
     required: true,
     content: { 'application/json': { schema: ref(OPERATIONS.addPlant.body) } },
   });
 });
 
+/** A schema has exactly the fields, types, formats and required list of a shape. */
+function assertShape(name: string, schema: Json, shape: ObjectShape): void {
+  assert.equal(schema.type, 'object');
+  assert.equal(schema.additionalProperties, false, `${name} allows no other field`);
+  const properties = at(schema, 'properties');
+  assert.deepEqual(Object.keys(properties).sort(), Object.keys(shape).sort(), `${name}: fields`);
+  for (const [field, expected] of Object.entries(shape)) {
+    const actual = at(properties, field);
+    assert.deepEqual(actual.type, expected.type, `${name}.${field}: type`);
+    assert.equal(actual.format, expected.format, `${name}.${field}: format`);
+  }
+  const required = Object.entries(shape)
+    .filter(([, field]) => field.required)
+    .map(([field]) => field);
+  assert.deepEqual([...((schema.required as string[] | undefined) ?? [])].sort(), required.sort(), `${name}: required`);
+}
+
+test('an item of a page of events has the fields of EVENT_SHAPES, its type one of EVENT_TYPES, its data the payload', () => {
+  const items = at(operation('streamEvents'), 'responses', '200', 'content', 'application/json', 'schema', 'items');
+  assertShape('Event', items, EVENT_SHAPES.Event);
+  assert.deepEqual(at(items, 'properties', 'type').enum, [...EVENT_TYPES]);
+  assert.equal(at(items, 'properties', 'createdAt').format, 'date-time');
+  assertShape('Event.data', at(items, 'properties', 'data'), EVENT_SHAPES.EventData);
+});
+
 test("Plant, NewPlant and Error have exactly the fields, types, formats and required lists of the client's SHAPES", () => {
   for (const [name, shape] of Object.entries<ObjectShape>(SHAPES)) {
-    const schema = at(document, 'components', 'schemas', name);
-    assert.equal(schema.type, 'object');
-    assert.equal(schema.additionalProperties, false, `${name} allows no other field`);
-    const properties = at(schema, 'properties');
-    assert.deepEqual(Object.keys(properties).sort(), Object.keys(shape).sort(), `${name}: fields`);
-    for (const [field, expected] of Object.entries(shape)) {
-      const actual = at(properties, field);
-      assert.deepEqual(actual.type, expected.type, `${name}.${field}: type`);
-      assert.equal(actual.format, expected.format, `${name}.${field}: format`);
-    }
-    const required = Object.entries(shape)
-      .filter(([, field]) => field.required)
-      .map(([field]) => field);
-    assert.deepEqual(
-      [...((schema.required as string[] | undefined) ?? [])].sort(),
-      required.sort(),
-      `${name}: required`,
-    );
+    assertShape(name, at(document, 'components', 'schemas', name), shape);
   }
 });
 
@@ -182,4 +213,21 @@ test('what the client puts on the wire fits the document: each request a documen
   }
   assert.ok(recorded.sent.some((s) => s.body?.startsWith('{"id":9223372036854775807,')));
   assert.ok(recorded.sent.some((s) => s.body?.startsWith('{"id":-9223372036854775808,')));
+});
+
+test('what the client sends for the feed fits the document: the path and the documented query names', async () => {
+  const recorded = recordingFetch();
+  const client = new PlantStoreClient({ baseUrl: server.url, token: await server.token(), fetch: recorded.fetch });
+  for await (const _ of client.events({ after: 0n, limit: 5, types: ['plant.deleted'] }));
+  for await (const _ of client.events());
+  const names = parameters('streamEvents')
+    .filter((p) => p.in === 'query')
+    .map((p) => p.name);
+  assert.ok(recorded.sent.length >= 2);
+  for (const { method, url } of recorded.sent) {
+    assert.equal(method, 'GET');
+    assert.equal(url.pathname, OPERATIONS.streamEvents.path);
+    for (const name of url.searchParams.keys()) assert.ok(names.includes(name), `${name} is documented`);
+  }
+  assert.equal(recorded.sent[0]!.url.search, '?after=0&types=plant.deleted&limit=5');
 });

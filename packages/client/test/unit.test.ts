@@ -56,3 +56,28 @@ test('Retry-After is read as seconds or as an HTTP-date', () => {
   assert.equal(parseRetryAfter('soon'), undefined);
   assert.equal(parseRetryAfter(null), undefined);
 });
+
+test('parseExactJson reads every integer as an exact bigint, and the rest as JSON.parse does', async () => {
+  const { parseExactJson } = await import('../src/exact-json.js');
+  assert.deepEqual(parseExactJson('{"id":9007199254740993,"n":-9223372036854775808,"x":1.5,"e":1e3}'), {
+    __proto__: null,
+    id: 9007199254740993n,
+    n: -9223372036854775808n,
+    x: 1.5,
+    e: 1000,
+  });
+  assert.deepEqual(parseExactJson(' [ "a\\"\\u00e9\\n", true, false, null, [], {} ] '), [
+    'a"é\n',
+    true,
+    false,
+    null,
+    [],
+    Object.create(null),
+  ]);
+  const proto = parseExactJson('{"__proto__":{"polluted":1}}') as Record<string, unknown>;
+  assert.equal(Object.getPrototypeOf(proto), null);
+  assert.deepEqual(Object.keys(proto), ['__proto__']);
+  for (const bad of ['', '{', '[1,]', '{"a":1,}', '01', '"\u0001"', '[1] x', "{'a':1}", 'nul', '-']) {
+    assert.throws(() => parseExactJson(bad), SyntaxError, bad);
+  }
+});
