@@ -316,11 +316,15 @@ Connect (\`JWT_JWKS_URL\`) also accepts the provider's JWTs.
 - With \`CORS_ORIGINS\` set, a listed origin gets \`Access-Control-Allow-Origin\` (never
   \`Access-Control-Allow-Credentials\`), \`Access-Control-Expose-Headers: Link, X-Request-Id, Retry-After,
   RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset, WWW-Authenticate, ETag\` and \`Vary: Origin\`; preflights
-  (\`OPTIONS\`) get 204 without authentication, with \`Access-Control-Allow-Methods: GET, HEAD, POST, DELETE\`,
+  (\`OPTIONS\`) get 204 without authentication, with \`Access-Control-Allow-Methods: GET, HEAD, POST, PATCH, DELETE\`,
   \`Access-Control-Allow-Headers: Authorization, Content-Type, X-Request-Id, Last-Event-ID, If-None-Match\` and
   \`Access-Control-Max-Age: 7200\`, and \`Allow\` in a 405 also names \`OPTIONS\`.
 - Version 1.1.0 added the events: webhooks (deliveries signed as Standard Webhooks says) and the change feed
-  (\`GET /events\`, Server-Sent Events).`;
+  (\`GET /events\`, Server-Sent Events).
+- Version 1.2.0 added what subscribers and operators rely on: \`PATCH /webhooks/{id}\`, secret rotation with an
+  overlap (two signatures), \`ping\`, \`recover\`, the attempt log, \`Retry-After\` honoured, a webhook's
+  \`description\`, \`failingSince\` and \`disabledReason\`; the feed's \`?types=\` and its JSON pages
+  (\`Accept: application/json\`); streams that survive a deploy (\`retry:\`) and end with their token.`;
 
 /** Declared with a description each (Spectral's operation-tag-defined); the order of the /docs page. */
 const TAGS: Json[] = [
@@ -351,7 +355,7 @@ export function buildOpenApi(routes: readonly RouteOptions[], { publicUrl = '/' 
     openapi: '3.1.0',
     info: {
       title: 'Plant Store',
-      version: '1.1.0',
+      version: '1.2.0',
       description: DESCRIPTION,
       // Spectral's info-contact: who answers for this API. No address is given, since each
       // deployment has its own operators; PUBLIC_URL's server is where to find them.
