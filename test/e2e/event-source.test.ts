@@ -96,83 +96,95 @@ async function assertSeenOnce(follower: Follower, database: string, count: numbe
 }
 
 for (const [engine, database] of engines) {
-  test(`${engine}: an EventSource client follows GET /events across SIGTERM and a restart, every event once`, LIMIT, async (t) => {
-    const db = await database();
-    t.after(() => db.drop());
-    const env = { DATABASE_URL: db.url, RATE_LIMIT: 'off', PORT: String(await freePort()) };
-    const token = await mint(env);
-    let server = await startServer(env);
-    t.after(() => server.stop());
-    const follower = new Follower(server.url, token);
-    t.after(() => follower.close());
-    await follower.opened();
+  test(
+    `${engine}: an EventSource client follows GET /events across SIGTERM and a restart, every event once`,
+    LIMIT,
+    async (t) => {
+      const db = await database();
+      t.after(() => db.drop());
+      const env = { DATABASE_URL: db.url, RATE_LIMIT: 'off', PORT: String(await freePort()) };
+      const token = await mint(env);
+      let server = await startServer(env);
+      t.after(() => server.stop());
+      const follower = new Follower(server.url, token);
+      t.after(() => follower.close());
+      await follower.opened();
 
-    await createPlants(() => server.url, token, 1, 20);
-    await follower.received(20);
-    assert.equal(await server.stop(), 0, 'the old server drained and exited 0');
-    assert.match(server.logs(), /"msg":"stopped cleanly"/);
-    // Until the new process listens, the client's reconnects are refused: it tries again after its
-    // reconnection time, as it does for any network error.
-    server = await startServer(env);
-    await createPlants(() => server.url, token, 21, 20);
-    await follower.received(40);
-    await assertSeenOnce(follower, db.url, 40);
-  });
+      await createPlants(() => server.url, token, 1, 20);
+      await follower.received(20);
+      assert.equal(await server.stop(), 0, 'the old server drained and exited 0');
+      assert.match(server.logs(), /"msg":"stopped cleanly"/);
+      // Until the new process listens, the client's reconnects are refused: it tries again after its
+      // reconnection time, as it does for any network error.
+      server = await startServer(env);
+      await createPlants(() => server.url, token, 21, 20);
+      await follower.received(40);
+      await assertSeenOnce(follower, db.url, 40);
+    },
+  );
 
-  test(`${engine}: an EventSource client follows GET /events across a SIGHUP reload of serve --workers 1`, LIMIT, async (t) => {
-    const db = await database();
-    t.after(() => db.drop());
-    const env = { DATABASE_URL: db.url, RATE_LIMIT: 'off' };
-    const token = await mint(env);
-    const server = await startServer(env, undefined, ['--workers', '1']);
-    t.after(() => server.stop());
-    const follower = new Follower(server.url, token);
-    t.after(() => follower.close());
-    await follower.opened();
+  test(
+    `${engine}: an EventSource client follows GET /events across a SIGHUP reload of serve --workers 1`,
+    LIMIT,
+    async (t) => {
+      const db = await database();
+      t.after(() => db.drop());
+      const env = { DATABASE_URL: db.url, RATE_LIMIT: 'off' };
+      const token = await mint(env);
+      const server = await startServer(env, undefined, ['--workers', '1']);
+      t.after(() => server.stop());
+      const follower = new Follower(server.url, token);
+      t.after(() => follower.close());
+      await follower.opened();
 
-    await createPlants(() => server.url, token, 1, 20);
-    await follower.received(20);
-    server.child.kill('SIGHUP');
-    // Plants are created while the new worker takes over, and after the old one is gone.
-    await createPlants(() => server.url, token, 21, 10);
-    await logged(server, '"msg":"reload done"');
-    await createPlants(() => server.url, token, 31, 10);
-    await follower.received(40);
-    await assertSeenOnce(follower, db.url, 40);
-  });
+      await createPlants(() => server.url, token, 1, 20);
+      await follower.received(20);
+      server.child.kill('SIGHUP');
+      // Plants are created while the new worker takes over, and after the old one is gone.
+      await createPlants(() => server.url, token, 21, 10);
+      await logged(server, '"msg":"reload done"');
+      await createPlants(() => server.url, token, 31, 10);
+      await follower.received(40);
+      await assertSeenOnce(follower, db.url, 40);
+    },
+  );
 
-  test(`${engine}: an EventSource client follows GET /events through nginx across a rolling restart`, LIMIT, async (t) => {
-    const db = await database();
-    t.after(() => db.drop());
-    const ports = { a: await freePort(), b: await freePort() };
-    const nginx = startNginx(mkdtempSync(join(dir, 'front-')), await freePort(), ports.a, ports.b);
-    t.after(() => nginx.stop());
-    const env = { DATABASE_URL: db.url, RATE_LIMIT: 'off' };
-    const token = await mint(env);
-    const instances: Record<string, ServerProcess> = {};
-    const start = async (name: 'a' | 'b'): Promise<void> => {
-      instances[name] = await startServer({ ...env, PORT: String(ports[name]) });
-    };
-    await start('a');
-    await start('b');
-    t.after(() => Promise.all(Object.values(instances).map((s) => s.stop())));
-    await ready(nginx.url);
-    const follower = new Follower(nginx.url, token);
-    t.after(() => follower.close());
-    await follower.opened();
+  test(
+    `${engine}: an EventSource client follows GET /events through nginx across a rolling restart`,
+    LIMIT,
+    async (t) => {
+      const db = await database();
+      t.after(() => db.drop());
+      const ports = { a: await freePort(), b: await freePort() };
+      const nginx = startNginx(mkdtempSync(join(dir, 'front-')), await freePort(), ports.a, ports.b);
+      t.after(() => nginx.stop());
+      const env = { DATABASE_URL: db.url, RATE_LIMIT: 'off' };
+      const token = await mint(env);
+      const instances: Record<string, ServerProcess> = {};
+      const start = async (name: 'a' | 'b'): Promise<void> => {
+        instances[name] = await startServer({ ...env, PORT: String(ports[name]) });
+      };
+      await start('a');
+      await start('b');
+      t.after(() => Promise.all(Object.values(instances).map((s) => s.stop())));
+      await ready(nginx.url);
+      const follower = new Follower(nginx.url, token);
+      t.after(() => follower.close());
+      await follower.opened();
 
-    await createPlants(() => nginx.url, token, 1, 10);
-    await follower.received(10);
-    let next = 11;
-    for (const name of ['a', 'b'] as const) {
-      assert.equal(await instances[name]!.stop(), 0, `instance ${name} drained and exited 0`);
-      await createPlants(() => nginx.url, token, next, 5); // one instance serves meanwhile
-      await start(name);
-      await ready(`http://127.0.0.1:${ports[name]}`);
-      await createPlants(() => nginx.url, token, next + 5, 10);
-      next += 15;
-    }
-    await follower.received(40, 30_000).catch((error: Error) => assert.fail(`${error.message}\n${nginx.errors()}`));
-    await assertSeenOnce(follower, db.url, 40);
-  });
+      await createPlants(() => nginx.url, token, 1, 10);
+      await follower.received(10);
+      let next = 11;
+      for (const name of ['a', 'b'] as const) {
+        assert.equal(await instances[name]!.stop(), 0, `instance ${name} drained and exited 0`);
+        await createPlants(() => nginx.url, token, next, 5); // one instance serves meanwhile
+        await start(name);
+        await ready(`http://127.0.0.1:${ports[name]}`);
+        await createPlants(() => nginx.url, token, next + 5, 10);
+        next += 15;
+      }
+      await follower.received(40, 30_000).catch((error: Error) => assert.fail(`${error.message}\n${nginx.errors()}`));
+      await assertSeenOnce(follower, db.url, 40);
+    },
+  );
 }
