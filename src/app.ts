@@ -20,7 +20,8 @@ import { type LogSink, stdoutLogStream } from './http/log-stream.js';
 import { RequestLog } from './http/request-log.js';
 import { buildOpenApi } from './http/openapi.js';
 import { createValidatorCompiler } from './http/validation.js';
-import { EventStreams, eventRoutes } from './events/event.routes.js';
+import { eventRoutes } from './events/event.routes.js';
+import { EventStreams } from './events/event-streams.js';
 import { plantRoutes } from './plants/plant.routes.js';
 import { PlantService } from './plants/plant.service.js';
 import type { Store } from './store/store.js';
@@ -52,7 +53,8 @@ export async function buildApp({
 }: AppDeps): Promise<FastifyInstance> {
   const jwt = config.jwt ? new JwtVerifier(config.jwt) : undefined;
   const authenticator = new TokenAuthenticator(store, clock, config.tokenCacheMs, jwt);
-  const eventStreams = new EventStreams();
+  // An open stream ends once its token would be refused (issue 23): checked through the same cache.
+  const eventStreams = new EventStreams((credential) => authenticator.accepts(credential));
   const metrics = new Metrics(store, {
     clock,
     openStreams: () => eventStreams.streams.size,

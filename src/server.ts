@@ -103,10 +103,8 @@ export async function serve(config: Config): Promise<void> {
       app.log.error({ graceMs: config.shutdownGraceMs }, 'shutdown grace period over; exiting');
       process.exit(1);
     }, config.shutdownGraceMs).unref();
-    // The dispatcher stops leasing and finishes what it sent; change-feed streams end now, since
-    // they would hold the drain open (their clients resume elsewhere with Last-Event-ID).
+    // The dispatcher stops leasing and finishes what it sent.
     const eventsStopped = events.stop();
-    app.eventStreams.endAll();
     // Connections the kernel already holds are accepted, the listener closes, and open connections
     // are served until none can carry a request (issue 13; see http/protocol.ts).
     const listenBy = Date.now() + config.shutdownGraceMs / 4;
@@ -114,6 +112,11 @@ export async function serve(config: Config): Promise<void> {
       .then(async () => {
         const closed = stopListening(app);
         await workersStoppedListening(Math.max(0, listenBy - Date.now()));
+        // Change-feed streams end only now, since they would hold the drain open: no new connection
+        // reaches this process any more, so each client's reconnect (after its `retry:` time) finds
+        // another worker or instance, or a refused port it keeps retrying until the server is back,
+        // never this draining one (issue 23). A stream still being set up ends as it starts.
+        app.eventStreams.endAll();
         startDraining(app);
         app.log.info({ signal }, 'shutting down: finishing in-flight requests and open connections');
         await closed;

@@ -64,6 +64,19 @@ export class TokenAuthenticator {
     return this.fetch(id).then((entry) => this.verify(token, id, entry));
   }
 
+  /**
+   * Whether `token` is still accepted, for the checks of long-lived streams: false once refused
+   * (revoked, expired, unknown); true while it cannot be judged (the store or the identity
+   * provider away), so that an outage ends no stream by itself.
+   */
+  async accepts(token: string): Promise<boolean> {
+    try {
+      return !((await this.authenticate(token)) instanceof Refusal);
+    } catch {
+      return true;
+    }
+  }
+
   private verify(token: string, id: string, { record, principal }: Cached): Principal | Refusal {
     if (!record || !principal) return new Refusal('unknown', id);
     if (!tokenMatches(token, record.secretHash)) return new Refusal('wrong secret', id);

@@ -89,10 +89,13 @@ export class EventStream implements TailSubscriber {
     if (this.response.writableLength > MAX_QUEUED_BYTES) this.end(); // a reader this slow resumes with Last-Event-ID
   }
 
-  /** Ends the stream (shutdown, a slow reader); the client reconnects with Last-Event-ID. */
-  end(): void {
+  /**
+   * Ends the stream (shutdown, a slow reader, a token no longer accepted); the client reconnects
+   * with Last-Event-ID. `why`, when given, goes first as a comment line, for whoever reads the stream.
+   */
+  end(why?: string): void {
     if (this.closed) return;
-    this.response.end();
+    this.response.end(why === undefined ? undefined : `: ${why}\n\n`);
     this.close();
   }
 

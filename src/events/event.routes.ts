@@ -6,9 +6,12 @@ import { errorResponses } from '../http/responses.js';
 import { parseDecimalBigInt } from '../http/validation.js';
 import { EVENT_TYPES, type EventStore, failureFields } from '../store/store.js';
 import { EventItem, JSON_PAGES, PAGE_LIMIT, STREAM, sendPage, wantsPages } from './event-pages.js';
+import { bearerCredential } from '../auth/authenticate.js';
 import { EventStream } from './event-stream.js';
+import { type EventStreams, reconnectionTime } from './event-streams.js';
 import { EventTail } from './event-tail.js';
 import { parseTypesQuery } from './event-types-query.js';
+import { reconnectLater, startStream } from './stream-response.js';
 
 export interface EventFeedOptions {
   readonly heartbeatMs: number;
@@ -95,7 +98,7 @@ export const eventFeedSchema = {
         [STREAM]: {
           schema: { type: 'string' },
           example:
-            ': connected\n\nid: 1\nevent: plant.created\ndata: {"id":42,"name":"Monstera","tag":"tropical"}\n\n' +
+            ': connected\nretry: 1500\n\nid: 1\nevent: plant.created\ndata: {"id":42,"name":"Monstera","tag":"tropical"}\n\n' +
             'id: 2\nevent: plant.deleted\ndata: {"id":42}\n\n',
         },
         [JSON_PAGES]: {
@@ -116,26 +119,6 @@ export const eventFeedSchema = {
   },
 };
 
-/** The open streams of this process, so that a shutdown can end them all before it drains. */
-export class EventStreams {
-  readonly streams = new Set<EventStream>();
-  /** Set by endAll: a shutdown has begun, and new streams are refused (they would hold it open). */
-  closing = false;
-
-  /** Ends every stream cleanly; each client reconnects (elsewhere) and resumes with Last-Event-ID. */
-  endAll(): void {
-    this.closing = true;
-    for (const stream of this.streams) stream.end();
-  }
-}
-
-declare module 'fastify' {
-  interface FastifyInstance {
-    /** The change feed's open streams (GET /events). */
-    eventStreams: EventStreams;
-  }
-}
-
 /** GET /events: the change feed (CONTRACT.md, Events). */
 export function eventRoutes(
   store: EventStore,
@@ -146,8 +129,7 @@ export function eventRoutes(
     const tail = new EventTail(store, options.heartbeatMs, (error) =>
       app.log.warn(failureFields(error), 'change feed: could not read the event log; trying again'),
     );
-    const open = new Map<string, number>();
-    const streams = registry.streams;
+    registry.useTail(tail);
     app.addHook('preClose', (done) => {
       registry.endAll();
       tail.close();
@@ -166,44 +148,46 @@ export function eventRoutes(
           const owner = principal.scopes.has('plants:admin') ? null : principal.subject;
           return sendPage(reply, store, owner, request.query, types);
         }
-        if (registry.closing) {
-          throw new HttpError(503, 'the server is shutting down; reconnect to resume the feed', {
-            'retry-after': '1',
-            connection: 'close',
-          });
-        }
         const asked = resumeAfter(request.headers['last-event-id'], request.query.after);
-        if (asked !== undefined && asked < (await store.eventHorizon())) {
-          throw new HttpError(
-            410,
-            `events after ${asked} are past the retention; read the plants again, then follow the feed from now`,
-          );
-        }
-        const count = open.get(principal.tokenId) ?? 0;
-        if (count >= options.maxStreamsPerToken) {
+        if (registry.closing) return reconnectLater(request, reply);
+        const place = registry.take(principal.tokenId, options.maxStreamsPerToken);
+        if (place === undefined) {
           throw new HttpError(
             429,
             `at most ${options.maxStreamsPerToken} open event streams per token; close one first`,
-            {
-              'retry-after': '5',
-            },
+            { 'retry-after': '5' },
           );
         }
-        const after = asked ?? (await store.lastEventId());
-        open.set(principal.tokenId, count + 1);
-        reply.hijack();
-        const raw = reply.raw;
-        // What the hooks set (CORS, RateLimit-*) goes out too: Node merges these into writeHead's.
-        for (const [name, value] of Object.entries(reply.getHeaders()))
-          if (value !== undefined) raw.setHeader(name, value);
-        raw.writeHead(200, {
-          'content-type': 'text/event-stream; charset=utf-8',
-          'cache-control': 'no-store',
-          'x-content-type-options': 'nosniff',
-          'x-request-id': request.id,
-          'x-accel-buffering': 'no', // nginx: pass each event on at once
-        });
-        raw.flushHeaders();
+        // A client that leaves while its stream is set up frees its place at once (issue 23): an
+        // EventSource reconnecting over a bad link would otherwise lock its token out.
+        const socket = request.raw.socket;
+        const leave = (): void => place.release();
+        socket.once('close', leave);
+        let after: bigint;
+        try {
+          if (asked !== undefined && asked < (await store.eventHorizon())) {
+            throw new HttpError(
+              410,
+              `events after ${asked} are past the retention; read the plants again, then follow the feed from now`,
+            );
+          }
+          after = asked ?? (await store.lastEventId());
+        } catch (error) {
+          place.release();
+          throw error;
+        } finally {
+          socket.off('close', leave);
+        }
+        if (socket.destroyed) {
+          place.release();
+          return void reply.hijack(); // nobody to answer
+        }
+        // The streams were ended while this one was set up: it would hold the shutdown open (issue 23).
+        if (registry.closing) {
+          place.release();
+          return reconnectLater(request, reply);
+        }
+        const raw = startStream(request, reply);
         const owner = principal.scopes.has('plants:admin') ? null : principal.subject;
         const stream = new EventStream(
           raw,
@@ -211,16 +195,14 @@ export function eventRoutes(
           owner,
           after,
           () => {
-            streams.delete(stream);
+            registry.delete(stream);
             tail.unsubscribe(stream);
-            const left = (open.get(principal.tokenId) ?? 1) - 1;
-            if (left === 0) open.delete(principal.tokenId);
-            else open.set(principal.tokenId, left);
+            place.release();
           },
           types,
         );
-        streams.add(stream);
-        raw.write(': connected\n\n');
+        registry.add(stream, bearerCredential(request.headers.authorization));
+        raw.write(`: connected\nretry: ${reconnectionTime()}\n\n`);
         try {
           await tail.subscribe(stream);
           if (stream.isClosed)

@@ -5,7 +5,8 @@ import { after, before, describe, test } from 'node:test';
 import { type JWK, type JWTPayload, SignJWT, exportJWK, generateKeyPair } from 'jose';
 import type { JwtSettings } from '../../src/config.js';
 import { type TestApp, READ_WRITE, json, makeApp } from '../helpers.js';
-import { assertErrorBody } from '../http/support.js';
+import { assertErrorBody, listen } from '../http/support.js';
+import { RawStream, eventually } from '../events/stream-support.js';
 
 // OpenID Connect access tokens, verified against a JWKS served by a real local HTTP server.
 
@@ -217,4 +218,26 @@ test('a sub that is not well-formed text (a lone surrogate) → 401', async (t) 
   const h = await makeApp({ jwt: settings(url) });
   t.after(() => h.close());
   assertErrorBody(await h.call(await mint({ sub: '\ud800' }), { method: 'GET', url: '/plants' }), 401);
+});
+
+test('a GET /events stream of a JWT ends once the JWT is refused (exp, plus the 30 s of skew every request gets); reconnecting gets 401', async (t) => {
+  const h = await makeApp({ jwt: settings(url) });
+  const port = await listen(h);
+  const streams: RawStream[] = [];
+  t.after(async () => {
+    for (const stream of streams) stream.destroy();
+    await h.close();
+  });
+  // Past its exp, still inside the skew allowed: accepted for about 6 s more.
+  const token = await mint({ exp: now() - 24 });
+  const stream = new RawStream(port, token);
+  streams.push(stream);
+  await eventually('the stream opens', () => stream.text.includes(': connected'));
+  assert.equal(stream.status, 200);
+  await eventually('the stream ends once the JWT is refused', () => stream.ended, 20_000);
+  assert.match(stream.text, /revoked or has expired/);
+  const again = new RawStream(port, token);
+  streams.push(again);
+  await eventually('the reconnect is answered', () => again.ended);
+  assert.equal(again.status, 401);
 });

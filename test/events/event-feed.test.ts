@@ -36,6 +36,8 @@ class SseParser {
   readonly messages: SseMessage[] = [];
   /** Comment lines (`:` and what follows), without the colon. */
   readonly comments: string[] = [];
+  /** The values of `retry:` fields: the reconnection time the server asks for. */
+  readonly retries: string[] = [];
   private pos = 0;
   private start = 0;
   private fields = 0;
@@ -57,7 +59,8 @@ class SseParser {
 
   private line(line: string): void {
     if (line === '') {
-      if (this.fields > 0) {
+      // A block without data (a `retry:` alone) dispatches nothing (WHATWG HTML §9.2.6).
+      if (this.data.length > 0) {
         const raw = this.text.slice(this.start, this.pos);
         this.messages.push({ id: this.id, event: this.event, data: this.data.join('\n'), raw });
       }
@@ -79,6 +82,7 @@ class SseParser {
     if (field === 'id') this.id = value;
     else if (field === 'event') this.event = value;
     else if (field === 'data') this.data.push(value);
+    else if (field === 'retry') this.retries.push(value);
   }
 }
 
@@ -252,6 +256,9 @@ describe('GET /events streams the caller’s events as Server-Sent Events', () =
     assert.match(String(generated.headers['x-request-id']), /^\S+$/, 'a request id is generated otherwise');
     await connected(feed);
     assert.deepEqual(feed.sse.messages, [], 'no event before one commits');
+    // A reconnection time for EventSource (issue 23), between 1 and 2 s.
+    assert.equal(feed.sse.retries.length, 1);
+    assert.ok(Number(feed.sse.retries[0]) >= 1000 && Number(feed.sse.retries[0]) < 2000, feed.sse.retries[0]);
   });
 
   test('GET /events sends each change live, exactly as id, event and data lines, ids beyond 2^53 exact', async (t) => {
@@ -509,7 +516,7 @@ describe('GET /events: access, limits, heartbeats and shutdown', () => {
     const first = feed.sse.comments.length;
     await feed.until('two heartbeats', () => feed.sse.comments.length >= first + 2);
     assert.deepEqual(feed.sse.messages, []);
-    assert.match(feed.sse.text, /^(?::[^\r\n]*\n\n)+$/, 'nothing but comment lines');
+    assert.match(feed.sse.text, /^(?::[^\r\n]*\n(?:retry: [0-9]+\n)?\n)+$/, 'nothing but comment lines (and retry:)');
   });
 
   test('closing the app ends every open stream cleanly', async (t) => {

@@ -290,7 +290,12 @@ describe('GET /events?types= keeps only those types', () => {
     const deleted = all.filter((e) => e.type === 'plant.deleted');
     const last = `id: ${deleted[1]!.id}\n`;
     await stream.until(() => stream.text().includes(last));
-    const messages = stream.text().replace(/^(?::[^\n]*\n\n)+/gm, '');
+    // The stream opens with its comment and the reconnection time (issue 23), then only events.
+    assert.match(stream.text(), /^: connected\nretry: \d{4}\n\n/);
+    const messages = stream
+      .text()
+      .replace(/^: connected\nretry: \d{4}\n\n/, '')
+      .replace(/^(?::[^\n]*\n\n)+/gm, '');
     assert.equal(messages, deleted.map((e) => `id: ${e.id}\nevent: plant.deleted\ndata: ${e.payload}\n\n`).join(''));
     assert.ok(messages.includes('data: {"id":9007199254740993}\n'));
   });

@@ -1,0 +1,61 @@
+import { EventSource } from 'eventsource';
+
+// A standard EventSource client (the WHATWG algorithm, as browsers run it: the `eventsource`
+// package) following GET /events, as the change feed's users do. It reconnects by itself; what it
+// does on each answer is the specification's, not ours: a network error or a 200 that ends →
+// reconnect after the reconnection time (`retry:`, 3 s until one comes); any other status → fail
+// for good (readyState 2, CLOSED).
+
+export class Follower {
+  /** The ids of the events received, in order (as text: int64 ids never pass through a number). */
+  readonly ids: string[] = [];
+  /** Every error event (each reconnect is one), for a failure's message. */
+  readonly errors: string[] = [];
+  private readonly source: EventSource;
+
+  constructor(url: string, token: string) {
+    this.source = new EventSource(`${url}/events`, {
+      // EventSource sends no Authorization header of its own: the fetch it uses adds the bearer token.
+      fetch: (input, init) => fetch(input, { ...init, headers: { ...init.headers, authorization: `Bearer ${token}` } }),
+    });
+    for (const type of ['plant.created', 'plant.deleted']) {
+      this.source.addEventListener(type, (event) => this.ids.push(event.lastEventId));
+    }
+    this.source.addEventListener('error', (event) => {
+      this.errors.push(`${event.message ?? ''} (${event.code ?? 'no status'}) → readyState ${this.source.readyState}`);
+    });
+  }
+
+  get readyState(): number {
+    return this.source.readyState;
+  }
+
+  /** Until `count` events have come; fails at once if the client gave up (CLOSED), or at the deadline. */
+  async received(count: number, ms = 30_000): Promise<void> {
+    const deadline = Date.now() + ms;
+    while (this.ids.length < count) {
+      if (this.source.readyState === EventSource.CLOSED) {
+        throw new Error(`the client gave up after ${this.ids.length} of ${count} events: ${this.errors.join('; ')}`);
+      }
+      if (Date.now() > deadline) {
+        throw new Error(`${this.ids.length} of ${count} events within ${ms} ms: ${this.errors.join('; ')}`);
+      }
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+  }
+
+  /** Until the stream is open (its 200 and headers came). */
+  async opened(ms = 15_000): Promise<void> {
+    const deadline = Date.now() + ms;
+    while (this.source.readyState !== EventSource.OPEN) {
+      if (this.source.readyState === EventSource.CLOSED || Date.now() > deadline) {
+        throw new Error(`the stream did not open: ${this.errors.join('; ')}`);
+      }
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+  }
+
+  close(): void {
+    this.source.close();
+  }
+}

@@ -1,0 +1,54 @@
+import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import { after, test } from 'node:test';
+import pg from 'pg';
+import { runCli, startServer } from '../process.js';
+import { RawStream, eventually } from '../events/stream-support.js';
+import { scratchSchema, stopSharedPostgres } from '../support/postgres.js';
+
+// Issue 23.5: a GET /events still being set up when SIGTERM arrives must not hold the shutdown
+// open. Before the fix it was registered after every stream had been ended, so the drain waited
+// out the grace period and the process exited 1. PostgreSQL only: there the setup awaits the
+// database, which a lock held by another session makes it do for as long as the test wants. On
+// SQLite the setup's reads are synchronous, so no signal can arrive in its middle.
+
+after(stopSharedPostgres);
+
+test('PostgreSQL: SIGTERM while a stream is being set up: it gets 200 with retry: and ends, and the process exits 0', async (t) => {
+  const db = await scratchSchema();
+  t.after(() => db.drop());
+  const env = { DATABASE_URL: db.url, RATE_LIMIT: 'off', SHUTDOWN_GRACE: '8s' };
+  const minted = await runCli(['token', 'create', '--subject', 'alice', '--scopes', 'plants:read', '--json'], env);
+  assert.equal(minted.code, 0, minted.stderr);
+  const { token } = JSON.parse(minted.stdout) as { token: string };
+  const server = await startServer(env);
+  t.after(() => server.stop());
+
+  // Another session holds the event log: the stream's setup (its read of the newest event id) waits.
+  const locker = new pg.Client({ connectionString: db.url });
+  await locker.connect();
+  t.after(() => locker.end());
+  await locker.query('BEGIN');
+  await locker.query('LOCK TABLE events IN ACCESS EXCLUSIVE MODE');
+  const stream = new RawStream(Number(new URL(server.url).port), token);
+  t.after(() => stream.destroy());
+  await eventually('the stream’s setup waits for the lock', async () => {
+    const { rows } = await locker.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM pg_stat_activity
+       WHERE datname = current_database() AND pid <> pg_backend_pid() AND wait_event_type = 'Lock' AND query LIKE '%max(id)%FROM events%'`,
+    );
+    return rows[0]!.n > 0;
+  });
+
+  const exited = once(server.child, 'exit');
+  server.child.kill('SIGTERM');
+  await eventually('the drain has begun', () => server.logs().includes('shutting down'));
+  await locker.query('ROLLBACK'); // the setup goes on, after every stream was ended
+  const [code] = (await exited) as [number | null];
+  assert.equal(code, 0, server.logs().slice(-2000));
+  assert.match(server.logs(), /"msg":"stopped cleanly"/);
+  await eventually('the answer ends', () => stream.closed);
+  assert.equal(stream.status, 200, stream.text);
+  assert.equal(stream.ended, true, 'the stream ended cleanly, not cut');
+  assert.match(stream.text, /^retry: [0-9]+$/m, 'the client is told when to come back');
+});
