@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import type { ObjectShape } from '../src/contract.js';
+import type { FieldShape, ObjectShape } from '../src/contract.js';
 import { EVENT_SHAPES } from '../src/contract.js';
+import { DELIVERY_LIMIT, WEBHOOK_SHAPES } from '../src/webhook-contract.js';
 import { EVENT_LIMIT, EVENT_TYPES, LIMIT, OPERATIONS, PlantStoreClient, RETRY_STATUSES, SHAPES } from '../src/index.js';
 import { type TestServer, recordingFetch, startTestServer } from './support.js';
 
@@ -48,8 +49,26 @@ test('every operation the client calls is served with its method, path and opera
   );
 });
 
+/** Shapes the server declares inline, under their operation, rather than in components.schemas. */
+const INLINE: Readonly<Record<string, ObjectShape>> = {
+  PingDelivery: WEBHOOK_SHAPES.PingDelivery,
+  Recovered: WEBHOOK_SHAPES.Recovered,
+  RotateSecret: WEBHOOK_SHAPES.RotateSecret,
+  Recover: WEBHOOK_SHAPES.Recover,
+};
+const COMPONENTS: Readonly<Record<string, ObjectShape>> = { ...SHAPES, ...WEBHOOK_SHAPES };
+for (const name of Object.keys(INLINE)) delete (COMPONENTS as Record<string, ObjectShape>)[name];
+
+/** A body named in OPERATIONS (`Webhook`, `Delivery[]`, an inline one) matches the document's schema. */
+function assertBody(where: string, schema: Json, name: string): void {
+  const item = name.replace(/\[\]$/, '');
+  const expected = item in INLINE ? undefined : ref(item);
+  const single = name.endsWith('[]') ? (assert.equal(schema.type, 'array', where), at(schema, 'items')) : schema;
+  if (expected === undefined) assertShape(`${where} ${item}`, single, INLINE[item]!);
+  else assert.deepEqual(single, expected, where);
+}
+
 test('each operation has exactly the one success status the client expects, with the body it reads', () => {
-  const bodies = { Plant: ref('Plant'), 'Plant[]': { type: 'array', items: ref('Plant') } };
   for (const id of Object.keys(OPERATIONS) as Array<keyof typeof OPERATIONS>) {
     const op = OPERATIONS[id];
     const responses = at(operation(id), 'responses');
@@ -65,8 +84,12 @@ test('each operation has exactly the one success status the client expects, with
       assert.equal(at(success, 'content', 'application/json', 'schema').type, 'array');
       continue;
     }
-    const expected = 'response' in op ? { 'application/json': { schema: bodies[op.response] } } : undefined;
-    assert.deepEqual(success.content, expected, `${id}: the ${op.success} body`);
+    if (!('response' in op)) {
+      assert.equal(success.content, undefined, `${id}: no ${op.success} body`);
+      continue;
+    }
+    assert.deepEqual(Object.keys(at(success, 'content')), ['application/json'], id);
+    assertBody(`${id}: the ${op.success} body`, at(success, 'content', 'application/json', 'schema'), op.response);
   }
   assert.ok(at(operation('findPlants'), 'responses', '200', 'headers', 'Link'), 'the next page comes in a Link header');
   assert.ok(at(operation('streamEvents'), 'responses', '200', 'headers', 'Link'), 'so does the next page of events');
@@ -141,16 +164,59 @@ test('the parameters are the ones the client sends: limit and its bounds, cursor
   });
 });
 
-/** A schema has exactly the fields, types, formats and required list of a shape. */
+interface Described {
+  types: string[];
+  format?: unknown;
+  values?: unknown[];
+  items?: Described;
+}
+
+/**
+ * What a field's schema admits, however the document spells it: `type` (one or a list), `enum`,
+ * `const`, or `anyOf` of those (TypeBox writes a union of literals and a nullable field that way).
+ */
+function described(schema: Json): Described {
+  if (Array.isArray(schema.anyOf)) {
+    const members = (schema.anyOf as Json[]).map(described);
+    const valued = members.filter((m) => !(m.types.length === 1 && m.types[0] === 'null'));
+    const format = members.find((m) => m.format !== undefined)?.format;
+    return tidy({
+      types: [...new Set(members.flatMap((m) => m.types))],
+      format,
+      values: valued.every((m) => m.values !== undefined) ? valued.flatMap((m) => m.values!) : undefined,
+    });
+  }
+  const values = Array.isArray(schema.enum) ? schema.enum : 'const' in schema ? [schema.const] : undefined;
+  const items = schema.items === undefined ? undefined : described(schema.items as Json);
+  return tidy({ types: [schema.type as string | string[]].flat(), format: schema.format, values, items });
+}
+
+function expectedOf(field: Omit<FieldShape, 'required'>): Described {
+  return tidy({
+    types: [field.type].flat(),
+    format: field.format,
+    values: field.values === undefined ? undefined : [...field.values],
+    items: field.items === undefined ? undefined : expectedOf(field.items),
+  });
+}
+
+/** Sorted, and without the keys that say nothing, so that two descriptions compare with deepEqual. */
+function tidy(d: Described): Described {
+  const out: Described = { types: [...d.types].sort() };
+  if (d.format !== undefined) out.format = d.format;
+  if (d.values !== undefined) out.values = [...d.values].sort();
+  if (d.items !== undefined) out.items = d.items;
+  return out;
+}
+
+/** A schema has exactly the fields, types, formats, allowed values and required list of a shape. */
 function assertShape(name: string, schema: Json, shape: ObjectShape): void {
   assert.equal(schema.type, 'object');
   assert.equal(schema.additionalProperties, false, `${name} allows no other field`);
   const properties = at(schema, 'properties');
   assert.deepEqual(Object.keys(properties).sort(), Object.keys(shape).sort(), `${name}: fields`);
   for (const [field, expected] of Object.entries(shape)) {
-    const actual = at(properties, field);
-    assert.deepEqual(actual.type, expected.type, `${name}.${field}: type`);
-    assert.equal(actual.format, expected.format, `${name}.${field}: format`);
+    assert.deepEqual(described(at(properties, field)), expectedOf(expected), `${name}.${field}`);
   }
   const required = Object.entries(shape)
     .filter(([, field]) => field.required)
@@ -166,8 +232,20 @@ test('an item of a page of events has the fields of EVENT_SHAPES, its type one o
   assertShape('Event.data', at(items, 'properties', 'data'), EVENT_SHAPES.EventData);
 });
 
-test("Plant, NewPlant and Error have exactly the fields, types, formats and required lists of the client's SHAPES", () => {
-  for (const [name, shape] of Object.entries<ObjectShape>(SHAPES)) {
+test("the schemas of components.schemas have exactly the fields, types, values and required lists of the client's shapes", () => {
+  assert.deepEqual(Object.keys(COMPONENTS).sort(), [
+    'CreatedWebhook',
+    'Delivery',
+    'DeliveryAttempt',
+    'Error',
+    'NewPlant',
+    'NewWebhook',
+    'Plant',
+    'RotatedWebhook',
+    'Webhook',
+    'WebhookPatch',
+  ]);
+  for (const [name, shape] of Object.entries(COMPONENTS)) {
     assertShape(name, at(document, 'components', 'schemas', name), shape);
   }
 });
@@ -230,4 +308,51 @@ test('what the client sends for the feed fits the document: the path and the doc
     for (const name of url.searchParams.keys()) assert.ok(names.includes(name), `${name} is documented`);
   }
   assert.equal(recorded.sent[0]!.url.search, '?after=0&types=plant.deleted&limit=5');
+});
+
+const WEBHOOK_OPERATIONS = (Object.keys(OPERATIONS) as Array<keyof typeof OPERATIONS>).filter((id) =>
+  OPERATIONS[id].path.startsWith('/webhooks'),
+);
+
+test('the webhook operations take the path parameters, query and bodies the client sends', () => {
+  assert.equal(WEBHOOK_OPERATIONS.length, 11);
+  for (const id of WEBHOOK_OPERATIONS) {
+    const op = OPERATIONS[id] as { params?: readonly string[]; query?: readonly string[]; body?: string };
+    const inPath = parameters(id).filter((p) => p.in === 'path');
+    assert.deepEqual(
+      inPath.map((p) => [p.name, p.required]),
+      (op.params ?? []).map((name) => [name, true]),
+      `${id}: path parameters`,
+    );
+    for (const p of inPath) {
+      const { type, format } = at(p, 'schema');
+      // The webhook id is text; a delivery id is an int64, which the client writes digit for digit.
+      assert.deepEqual(
+        { type, format },
+        p.name === 'id' ? { type: 'string', format: undefined } : { type: 'integer', format: 'int64' },
+      );
+    }
+    assert.deepEqual(
+      parameters(id)
+        .filter((p) => p.in !== 'path')
+        .map((p) => [p.name, p.in, p.required]),
+      (op.query ?? []).map((name) => [name, 'query', false]),
+      `${id}: query parameters`,
+    );
+    const body = operation(id).requestBody as Json | undefined;
+    if (op.body === undefined) {
+      assert.equal(body, undefined, `${id} takes no body`);
+      continue;
+    }
+    assert.deepEqual(Object.keys(at(body, 'content')), ['application/json'], id);
+    assertBody(`${id}: its body`, at(body, 'content', 'application/json', 'schema'), op.body);
+  }
+  const limit = at(
+    parameters('listDeliveries').find((p) => p.name === 'limit'),
+    'schema',
+  );
+  assert.deepEqual(
+    { type: limit.type, minimum: limit.minimum, maximum: limit.maximum, default: limit.default },
+    { type: 'integer', minimum: DELIVERY_LIMIT.min, maximum: DELIVERY_LIMIT.max, default: DELIVERY_LIMIT.default },
+  );
 });
