@@ -17,7 +17,8 @@ type Json = Record<string, unknown>;
 let server: TestServer;
 let document: Json;
 before(async () => {
-  server = await startTestServer();
+  // WEBHOOK_ALLOW_PRIVATE: the webhooks created here point at 127.0.0.1, where nothing listens.
+  server = await startTestServer({ env: { WEBHOOK_ALLOW_PRIVATE: '1' } });
   const response = await fetch(`${server.url}/openapi.json`);
   assert.equal(response.status, 200);
   document = (await response.json()) as Json;
@@ -355,4 +356,52 @@ test('the webhook operations take the path parameters, query and bodies the clie
     { type: limit.type, minimum: limit.minimum, maximum: limit.maximum, default: limit.default },
     { type: 'integer', minimum: DELIVERY_LIMIT.min, maximum: DELIVERY_LIMIT.max, default: DELIVERY_LIMIT.default },
   );
+});
+
+test('what the client sends for each webhook call fits the document: a documented operation, query and body', async () => {
+  const recorded = recordingFetch();
+  const token = await server.token(['webhooks:read', 'webhooks:write'], 'contract-webhooks');
+  const client = new PlantStoreClient({ baseUrl: server.url, token, fetch: recorded.fetch });
+  const { id } = await client.webhooks.create({ url: 'http://127.0.0.1:9/hook', events: ['plant.created'] });
+  await client.webhooks.list();
+  await client.webhooks.update(id, { description: 'x', status: 'disabled', events: ['plant.deleted'] });
+  await client.webhooks.rotateSecret(id);
+  await client.webhooks.rotateSecret(id, { overlapSeconds: 0 });
+  const ping = await client.webhooks.ping(id);
+  await client.webhooks.recover(id, { since: new Date(0) });
+  await client.webhooks.enable(id);
+  await client.webhooks.deliveries(id, { limit: 5 });
+  await client.webhooks.retryDelivery(id, ping.id);
+  await client.webhooks.attempts(id, ping.id);
+  await client.webhooks.delete(id);
+
+  const routes = WEBHOOK_OPERATIONS.map((operationId) => ({
+    operationId,
+    op: OPERATIONS[operationId],
+    path: new RegExp(`^${OPERATIONS[operationId].path.replace('{id}', '[^/]+').replace('{deliveryId}', '\\d+')}$`),
+  }));
+  const resolve = (schema: Json): Json =>
+    typeof schema.$ref === 'string' ? at(document, ...schema.$ref.slice(2).split('/')) : schema;
+  const called = new Set<string>();
+  for (const { method, url, body } of recorded.sent) {
+    const route = routes.find((r) => r.op.method === method && r.path.test(url.pathname));
+    assert.ok(route, `${method} ${url.pathname} is a webhook operation`);
+    called.add(route.operationId);
+    const names = parameters(route.operationId)
+      .filter((p) => p.in === 'query')
+      .map((p) => p.name);
+    for (const name of url.searchParams.keys()) assert.ok(names.includes(name), `${name} is documented`);
+    const documented = operation(route.operationId).requestBody as Json | undefined;
+    assert.equal(
+      body !== undefined,
+      documented !== undefined,
+      `${route.operationId}: a body exactly when one is taken`,
+    );
+    if (body === undefined) continue;
+    const schema = resolve(at(documented, 'content', 'application/json', 'schema'));
+    const fields = Object.keys(JSON.parse(body) as Json);
+    for (const field of fields) assert.ok(field in at(schema, 'properties'), `${route.operationId}: ${field}`);
+    for (const field of (schema.required as string[] | undefined) ?? []) assert.ok(fields.includes(field), field);
+  }
+  assert.deepEqual([...called].sort(), [...WEBHOOK_OPERATIONS].sort(), 'every webhook operation was called');
 });
