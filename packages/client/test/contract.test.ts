@@ -1,43 +1,24 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import type { FieldShape, ObjectShape } from '../src/contract.js';
 import { EVENT_SHAPES } from '../src/contract.js';
-import { DELIVERY_LIMIT, WEBHOOK_SHAPES } from '../src/webhook-contract.js';
-import { EVENT_LIMIT, EVENT_TYPES, LIMIT, OPERATIONS, PlantStoreClient, RETRY_STATUSES, SHAPES } from '../src/index.js';
-import { type TestServer, recordingFetch, startTestServer } from './support.js';
+import { EVENT_LIMIT, EVENT_TYPES, LIMIT, OPERATIONS, PlantStoreClient, RETRY_STATUSES } from '../src/index.js';
+import { COMPONENTS, type Json, assertBody, assertShape, at, lookups, ref, served } from './openapi-document.js';
+import { type TestServer, recordingFetch } from './support.js';
 
 /**
  * The drift check: everything the client assumes about the API (src/contract.ts, and what it
  * really sends) against the OpenAPI document the running server serves. The compiler ties the
- * client's types to src/contract.ts; this ties src/contract.ts to the server.
+ * client's types to src/contract.ts; this ties src/contract.ts to the server. The webhook calls'
+ * parameters, bodies and requests: contract-webhooks.test.ts.
  */
-
-type Json = Record<string, unknown>;
 
 let server: TestServer;
 let document: Json;
 before(async () => {
-  // WEBHOOK_ALLOW_PRIVATE: the webhooks created here point at 127.0.0.1, where nothing listens.
-  server = await startTestServer({ env: { WEBHOOK_ALLOW_PRIVATE: '1' } });
-  const response = await fetch(`${server.url}/openapi.json`);
-  assert.equal(response.status, 200);
-  document = (await response.json()) as Json;
+  ({ server, document } = await served());
 });
 after(() => server.stop());
-
-const at = (value: unknown, ...path: string[]): Json => {
-  let node = value;
-  for (const key of path) {
-    assert.ok(node !== null && typeof node === 'object' && key in node, `the document has ${path.join(' → ')}`);
-    node = (node as Json)[key];
-  }
-  return node as Json;
-};
-
-const ref = (name: string): Json => ({ $ref: `#/components/schemas/${name}` });
-const operation = (id: keyof typeof OPERATIONS): Json =>
-  at(document, 'paths', OPERATIONS[id].path, OPERATIONS[id].method.toLowerCase());
-const parameters = (id: keyof typeof OPERATIONS): Json[] => (operation(id).parameters as Json[] | undefined) ?? [];
+const { operation, parameters } = lookups(() => document);
 
 test('every operation the client calls is served with its method, path and operationId, behind the bearer scheme', () => {
   for (const id of Object.keys(OPERATIONS) as Array<keyof typeof OPERATIONS>) {
@@ -49,25 +30,6 @@ test('every operation the client calls is served with its method, path and opera
     { type: 'http', scheme: 'bearer', description: undefined },
   );
 });
-
-/** Shapes the server declares inline, under their operation, rather than in components.schemas. */
-const INLINE: Readonly<Record<string, ObjectShape>> = {
-  PingDelivery: WEBHOOK_SHAPES.PingDelivery,
-  Recovered: WEBHOOK_SHAPES.Recovered,
-  RotateSecret: WEBHOOK_SHAPES.RotateSecret,
-  Recover: WEBHOOK_SHAPES.Recover,
-};
-const COMPONENTS: Readonly<Record<string, ObjectShape>> = { ...SHAPES, ...WEBHOOK_SHAPES };
-for (const name of Object.keys(INLINE)) delete (COMPONENTS as Record<string, ObjectShape>)[name];
-
-/** A body named in OPERATIONS (`Webhook`, `Delivery[]`, an inline one) matches the document's schema. */
-function assertBody(where: string, schema: Json, name: string): void {
-  const item = name.replace(/\[\]$/, '');
-  const expected = item in INLINE ? undefined : ref(item);
-  const single = name.endsWith('[]') ? (assert.equal(schema.type, 'array', where), at(schema, 'items')) : schema;
-  if (expected === undefined) assertShape(`${where} ${item}`, single, INLINE[item]!);
-  else assert.deepEqual(single, expected, where);
-}
 
 test('each operation has exactly the one success status the client expects, with the body it reads', () => {
   for (const id of Object.keys(OPERATIONS) as Array<keyof typeof OPERATIONS>) {
@@ -165,66 +127,6 @@ test('the parameters are the ones the client sends: limit and its bounds, cursor
   });
 });
 
-interface Described {
-  types: string[];
-  format?: unknown;
-  values?: unknown[];
-  items?: Described;
-}
-
-/**
- * What a field's schema admits, however the document spells it: `type` (one or a list), `enum`,
- * `const`, or `anyOf` of those (TypeBox writes a union of literals and a nullable field that way).
- */
-function described(schema: Json): Described {
-  if (Array.isArray(schema.anyOf)) {
-    const members = (schema.anyOf as Json[]).map(described);
-    const valued = members.filter((m) => !(m.types.length === 1 && m.types[0] === 'null'));
-    const format = members.find((m) => m.format !== undefined)?.format;
-    return tidy({
-      types: [...new Set(members.flatMap((m) => m.types))],
-      format,
-      values: valued.every((m) => m.values !== undefined) ? valued.flatMap((m) => m.values!) : undefined,
-    });
-  }
-  const values = Array.isArray(schema.enum) ? schema.enum : 'const' in schema ? [schema.const] : undefined;
-  const items = schema.items === undefined ? undefined : described(schema.items as Json);
-  return tidy({ types: [schema.type as string | string[]].flat(), format: schema.format, values, items });
-}
-
-function expectedOf(field: Omit<FieldShape, 'required'>): Described {
-  return tidy({
-    types: [field.type].flat(),
-    format: field.format,
-    values: field.values === undefined ? undefined : [...field.values],
-    items: field.items === undefined ? undefined : expectedOf(field.items),
-  });
-}
-
-/** Sorted, and without the keys that say nothing, so that two descriptions compare with deepEqual. */
-function tidy(d: Described): Described {
-  const out: Described = { types: [...d.types].sort() };
-  if (d.format !== undefined) out.format = d.format;
-  if (d.values !== undefined) out.values = [...d.values].sort();
-  if (d.items !== undefined) out.items = d.items;
-  return out;
-}
-
-/** A schema has exactly the fields, types, formats, allowed values and required list of a shape. */
-function assertShape(name: string, schema: Json, shape: ObjectShape): void {
-  assert.equal(schema.type, 'object');
-  assert.equal(schema.additionalProperties, false, `${name} allows no other field`);
-  const properties = at(schema, 'properties');
-  assert.deepEqual(Object.keys(properties).sort(), Object.keys(shape).sort(), `${name}: fields`);
-  for (const [field, expected] of Object.entries(shape)) {
-    assert.deepEqual(described(at(properties, field)), expectedOf(expected), `${name}.${field}`);
-  }
-  const required = Object.entries(shape)
-    .filter(([, field]) => field.required)
-    .map(([field]) => field);
-  assert.deepEqual([...((schema.required as string[] | undefined) ?? [])].sort(), required.sort(), `${name}: required`);
-}
-
 test('an item of a page of events has the fields of EVENT_SHAPES, its type one of EVENT_TYPES, its data the payload', () => {
   const items = at(operation('streamEvents'), 'responses', '200', 'content', 'application/json', 'schema', 'items');
   assertShape('Event', items, EVENT_SHAPES.Event);
@@ -309,99 +211,4 @@ test('what the client sends for the feed fits the document: the path and the doc
     for (const name of url.searchParams.keys()) assert.ok(names.includes(name), `${name} is documented`);
   }
   assert.equal(recorded.sent[0]!.url.search, '?after=0&types=plant.deleted&limit=5');
-});
-
-const WEBHOOK_OPERATIONS = (Object.keys(OPERATIONS) as Array<keyof typeof OPERATIONS>).filter((id) =>
-  OPERATIONS[id].path.startsWith('/webhooks'),
-);
-
-test('the webhook operations take the path parameters, query and bodies the client sends', () => {
-  assert.equal(WEBHOOK_OPERATIONS.length, 11);
-  for (const id of WEBHOOK_OPERATIONS) {
-    const op = OPERATIONS[id] as { params?: readonly string[]; query?: readonly string[]; body?: string };
-    const inPath = parameters(id).filter((p) => p.in === 'path');
-    assert.deepEqual(
-      inPath.map((p) => [p.name, p.required]),
-      (op.params ?? []).map((name) => [name, true]),
-      `${id}: path parameters`,
-    );
-    for (const p of inPath) {
-      const { type, format } = at(p, 'schema');
-      // The webhook id is text; a delivery id is an int64, which the client writes digit for digit.
-      assert.deepEqual(
-        { type, format },
-        p.name === 'id' ? { type: 'string', format: undefined } : { type: 'integer', format: 'int64' },
-      );
-    }
-    assert.deepEqual(
-      parameters(id)
-        .filter((p) => p.in !== 'path')
-        .map((p) => [p.name, p.in, p.required]),
-      (op.query ?? []).map((name) => [name, 'query', false]),
-      `${id}: query parameters`,
-    );
-    const body = operation(id).requestBody as Json | undefined;
-    if (op.body === undefined) {
-      assert.equal(body, undefined, `${id} takes no body`);
-      continue;
-    }
-    assert.deepEqual(Object.keys(at(body, 'content')), ['application/json'], id);
-    assertBody(`${id}: its body`, at(body, 'content', 'application/json', 'schema'), op.body);
-  }
-  const limit = at(
-    parameters('listDeliveries').find((p) => p.name === 'limit'),
-    'schema',
-  );
-  assert.deepEqual(
-    { type: limit.type, minimum: limit.minimum, maximum: limit.maximum, default: limit.default },
-    { type: 'integer', minimum: DELIVERY_LIMIT.min, maximum: DELIVERY_LIMIT.max, default: DELIVERY_LIMIT.default },
-  );
-});
-
-test('what the client sends for each webhook call fits the document: a documented operation, query and body', async () => {
-  const recorded = recordingFetch();
-  const token = await server.token(['webhooks:read', 'webhooks:write'], 'contract-webhooks');
-  const client = new PlantStoreClient({ baseUrl: server.url, token, fetch: recorded.fetch });
-  const { id } = await client.webhooks.create({ url: 'http://127.0.0.1:9/hook', events: ['plant.created'] });
-  await client.webhooks.list();
-  await client.webhooks.update(id, { description: 'x', status: 'disabled', events: ['plant.deleted'] });
-  await client.webhooks.rotateSecret(id);
-  await client.webhooks.rotateSecret(id, { overlapSeconds: 0 });
-  const ping = await client.webhooks.ping(id);
-  await client.webhooks.recover(id, { since: new Date(0) });
-  await client.webhooks.enable(id);
-  await client.webhooks.deliveries(id, { limit: 5 });
-  await client.webhooks.retryDelivery(id, ping.id);
-  await client.webhooks.attempts(id, ping.id);
-  await client.webhooks.delete(id);
-
-  const routes = WEBHOOK_OPERATIONS.map((operationId) => ({
-    operationId,
-    op: OPERATIONS[operationId],
-    path: new RegExp(`^${OPERATIONS[operationId].path.replace('{id}', '[^/]+').replace('{deliveryId}', '\\d+')}$`),
-  }));
-  const resolve = (schema: Json): Json =>
-    typeof schema.$ref === 'string' ? at(document, ...schema.$ref.slice(2).split('/')) : schema;
-  const called = new Set<string>();
-  for (const { method, url, body } of recorded.sent) {
-    const route = routes.find((r) => r.op.method === method && r.path.test(url.pathname));
-    assert.ok(route, `${method} ${url.pathname} is a webhook operation`);
-    called.add(route.operationId);
-    const names = parameters(route.operationId)
-      .filter((p) => p.in === 'query')
-      .map((p) => p.name);
-    for (const name of url.searchParams.keys()) assert.ok(names.includes(name), `${name} is documented`);
-    const documented = operation(route.operationId).requestBody as Json | undefined;
-    assert.equal(
-      body !== undefined,
-      documented !== undefined,
-      `${route.operationId}: a body exactly when one is taken`,
-    );
-    if (body === undefined) continue;
-    const schema = resolve(at(documented, 'content', 'application/json', 'schema'));
-    const fields = Object.keys(JSON.parse(body) as Json);
-    for (const field of fields) assert.ok(field in at(schema, 'properties'), `${route.operationId}: ${field}`);
-    for (const field of (schema.required as string[] | undefined) ?? []) assert.ok(fields.includes(field), field);
-  }
-  assert.deepEqual([...called].sort(), [...WEBHOOK_OPERATIONS].sort(), 'every webhook operation was called');
 });
