@@ -7,9 +7,21 @@ import {
   RETRY_STATUSES,
   type RetryPolicy,
   backoffMs,
+  neverSent,
   sleep,
 } from './retry.js';
-import { type Answer, listQuery, newPlantJson, nextCursor, readPlant, readPlants, toError } from './wire.js';
+import {
+  type Answer,
+  type CallOptions,
+  type ListOptions,
+  listQuery,
+  newPlantJson,
+  nextCursor,
+  readPlant,
+  readPlants,
+  toError,
+} from './wire.js';
+import { Webhooks } from './webhooks.js';
 import { type EventsPage, type EventsPageOptions, eventsQuery, nextAfter, readEventsPage } from './events.js';
 import type { FeedEvent } from './contract.js';
 
@@ -34,18 +46,7 @@ export interface RetryEvent {
   readonly error: PlantStoreError | PlantStoreNetworkError;
 }
 
-export interface CallOptions {
-  signal?: AbortSignal;
-}
-
-export interface ListOptions extends CallOptions {
-  /** Plants per page (per request), 1 to 1000; the server's default is 100. */
-  limit?: number;
-  /** Only plants with exactly this tag. */
-  tag?: string;
-  /** Start at this page: the `next` of an earlier `listPage`. */
-  cursor?: string;
-}
+export type { CallOptions, ListOptions } from './wire.js';
 
 export interface EventsOptions extends EventsPageOptions {
   /**
@@ -75,6 +76,8 @@ export class PlantStoreClient {
   readonly #timeoutMs: number;
   readonly #fetch: typeof fetch;
   readonly #onRetry: ((event: RetryEvent) => void) | undefined;
+  /** The webhook calls: create, list, update, delete, rotateSecret, ping, recover, enable, deliveries … */
+  readonly webhooks: Webhooks;
 
   constructor(options: PlantStoreClientOptions) {
     const base = new URL(options.baseUrl);
@@ -100,6 +103,10 @@ export class PlantStoreClient {
     const given = options.fetch;
     this.#fetch = given ?? ((input, init) => fetch(input, init));
     this.#onRetry = options.onRetry;
+    this.webhooks = new Webhooks({
+      send: (operation, url, body, signal) => this.#send(operation, url, body, signal),
+      url: (path, query) => this.#url(path, query),
+    });
   }
 
   /** POST /plants. Safe to repeat: the same plant again answers 200, so failures are retried. */
@@ -182,9 +189,14 @@ export class PlantStoreClient {
   /**
    * Sends one call, retrying what RETRY_STATUSES and lost answers allow, and answers the last
    * answer (success or not). Throws PlantStoreNetworkError when the last attempt got no answer.
+   * An operation that is not idempotent is sent again only after a failure that says it was not
+   * carried out (408, 429, a refused connection): once it may have been, the failure is the
+   * caller's, who can look (list) before deciding, where a retry would do it twice.
    */
   async #send(operation: OperationId, url: URL, body: string | undefined, signal?: AbortSignal): Promise<Answer> {
-    const { method } = OPERATIONS[operation];
+    const op = OPERATIONS[operation];
+    const { method } = op;
+    const repeatable = !('idempotent' in op) || op.idempotent;
     const headers: Record<string, string> = {
       authorization: `Bearer ${this.#token}`,
       accept: 'application/json',
@@ -205,11 +217,17 @@ export class PlantStoreClient {
         answer = { status, statusText, headers: response.headers, text, afterUnknownOutcome: unknownOutcome };
         if (!RETRY_STATUSES.has(status)) return answer;
         error = toError(answer);
-        if (OUTCOME_UNKNOWN_STATUSES.has(status)) unknownOutcome = true;
+        if (OUTCOME_UNKNOWN_STATUSES.has(status)) {
+          if (!repeatable) return answer;
+          unknownOutcome = true;
+        }
       } catch (cause) {
         if (signal?.aborted) throw signal.reason;
         error = networkError(method, url, cause, this.#timeoutMs);
-        unknownOutcome = true;
+        if (!neverSent(cause)) {
+          if (!repeatable) throw error;
+          unknownOutcome = true;
+        }
       }
       const delayMs = this.#retryDelay(error, attempt);
       if (delayMs === undefined) {

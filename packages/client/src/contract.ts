@@ -1,4 +1,7 @@
 import type { Int64 } from './int64.js';
+import type { Assert, Equal, ObjectShape, Shaped } from './shape.js';
+
+export type { FieldShape, FieldType, ObjectShape } from './shape.js';
 
 /**
  * What this client holds the Plant Store API to be: the operations it calls, the parameters it
@@ -7,16 +10,6 @@ import type { Int64 } from './int64.js';
  * exported types to these entries at compile time: the server, this table and the types cannot
  * drift apart without a failing check.
  */
-
-type FieldType = 'string' | 'integer' | 'null' | 'object';
-
-export interface FieldShape {
-  readonly type: FieldType | readonly FieldType[];
-  readonly format?: 'int32' | 'int64' | 'date-time';
-  readonly required: boolean;
-}
-
-export type ObjectShape = Readonly<Record<string, FieldShape>>;
 
 /** The three schemas of the contract (components.schemas), field by field. */
 export const SHAPES = {
@@ -61,6 +54,74 @@ export const OPERATIONS = {
     response: 'Event[]',
     headers: ['Link'],
   },
+  // Webhooks (interface 1.1.0 and 1.2.0); their shapes are WEBHOOK_SHAPES (webhook-contract.ts).
+  // `idempotent: false`: sending it twice does it twice, so it is never sent again once it may have
+  // reached the server (client.ts); every other operation is safe to repeat.
+  createWebhook: {
+    method: 'POST',
+    path: '/webhooks',
+    body: 'NewWebhook',
+    success: 201,
+    response: 'CreatedWebhook',
+    idempotent: false,
+  },
+  listWebhooks: { method: 'GET', path: '/webhooks', success: 200, response: 'Webhook[]' },
+  updateWebhook: {
+    method: 'PATCH',
+    path: '/webhooks/{id}',
+    params: ['id'],
+    body: 'WebhookPatch',
+    success: 200,
+    response: 'Webhook',
+  },
+  deleteWebhook: { method: 'DELETE', path: '/webhooks/{id}', params: ['id'], success: 204 },
+  rotateWebhookSecret: {
+    method: 'POST',
+    path: '/webhooks/{id}/secret',
+    params: ['id'],
+    body: 'RotateSecret',
+    success: 200,
+    response: 'RotatedWebhook',
+    idempotent: false,
+  },
+  pingWebhook: {
+    method: 'POST',
+    path: '/webhooks/{id}/ping',
+    params: ['id'],
+    success: 202,
+    response: 'PingDelivery',
+    idempotent: false,
+  },
+  recoverDeliveries: {
+    method: 'POST',
+    path: '/webhooks/{id}/recover',
+    params: ['id'],
+    body: 'Recover',
+    success: 202,
+    response: 'Recovered',
+  },
+  enableWebhook: { method: 'POST', path: '/webhooks/{id}/enable', params: ['id'], success: 200, response: 'Webhook' },
+  listDeliveries: {
+    method: 'GET',
+    path: '/webhooks/{id}/deliveries',
+    params: ['id'],
+    query: ['limit'],
+    success: 200,
+    response: 'Delivery[]',
+  },
+  retryDelivery: {
+    method: 'POST',
+    path: '/webhooks/{id}/deliveries/{deliveryId}/retry',
+    params: ['id', 'deliveryId'],
+    success: 202,
+  },
+  listDeliveryAttempts: {
+    method: 'GET',
+    path: '/webhooks/{id}/deliveries/{deliveryId}/attempts',
+    params: ['id', 'deliveryId'],
+    success: 200,
+    response: 'DeliveryAttempt[]',
+  },
 } as const;
 
 export type OperationId = keyof typeof OPERATIONS;
@@ -81,7 +142,7 @@ export const EVENT_LIMIT = { min: 1, max: 1000, default: 100 } as const;
 export const EVENT_SHAPES = {
   Event: {
     id: { type: 'integer', format: 'int64', required: true },
-    type: { type: 'string', required: true },
+    type: { type: 'string', values: EVENT_TYPES, required: true },
     data: { type: 'object', required: true },
     createdAt: { type: 'string', format: 'date-time', required: true },
   },
@@ -123,31 +184,8 @@ export interface ErrorBody {
 }
 
 // Compile-time ties between the interfaces above and SHAPES (which the test ties to the server).
-type One<T> = T extends 'string'
-  ? string
-  : T extends 'integer'
-    ? number
-    : T extends 'null'
-      ? null
-      : T extends 'object'
-        ? object
-        : never;
-type Value<F extends FieldShape> = F['format'] extends 'int64'
-  ? Int64
-  : F['type'] extends readonly (infer U)[]
-    ? One<U>
-    : One<F['type']>;
-type Shaped<S extends ObjectShape> = Simplify<
-  { -readonly [K in keyof S as S[K]['required'] extends true ? K : never]: Value<S[K]> } & {
-    -readonly [K in keyof S as S[K]['required'] extends true ? never : K]?: Value<S[K]>;
-  }
->;
-type Simplify<T> = { [K in keyof T]: T[K] };
-type Equal<A, B> = (<T>() => T extends A ? 1 : 2) extends <T>() => T extends B ? 1 : 2 ? true : false;
-type Assert<T extends true> = T;
-
 type _ShapesMatchTypes = [
-  Assert<Equal<Plant, Shaped<typeof SHAPES.Plant>>>,
-  Assert<Equal<NewPlant, Shaped<typeof SHAPES.NewPlant>>>,
-  Assert<Equal<ErrorBody, Shaped<typeof SHAPES.Error>>>,
+  Assert<Equal<Plant, Shaped<typeof SHAPES.Plant, Int64>>>,
+  Assert<Equal<NewPlant, Shaped<typeof SHAPES.NewPlant, Int64>>>,
+  Assert<Equal<ErrorBody, Shaped<typeof SHAPES.Error, Int64>>>,
 ];

@@ -1,8 +1,11 @@
 /**
- * When and how long to wait before sending a request again. Every operation this client calls is
- * safe to repeat: GET reads, DELETE of a gone plant changes nothing, and the contract makes an
- * identical POST /plants answer 200 with the same plant. So the only question is whether the
- * failure is one that a later attempt can cure.
+ * When and how long to wait before sending a request again. Most operations this client calls are
+ * safe to repeat: GET reads, DELETE of a gone plant or webhook changes nothing, the contract makes
+ * an identical POST /plants answer 200 with the same plant, and a PATCH, a recover, a retry or an
+ * enable sent twice leaves what one leaves. For those the only question is whether the failure is
+ * one that a later attempt can cure. Three are not (OPERATIONS' `idempotent: false`): creating a
+ * webhook, rotating its secret and pinging it do it again each time, so they are sent again only
+ * when the failure says nothing was done.
  */
 
 /**
@@ -19,6 +22,26 @@ export const RETRY_STATUSES: ReadonlySet<number> = new Set([408, 429, 502, 503, 
  * was not read) and a 429 (refused before it ran) say for sure that nothing was done.
  */
 export const OUTCOME_UNKNOWN_STATUSES: ReadonlySet<number> = new Set([502, 503, 504]);
+
+/**
+ * Connection errors raised before a request could be written: the connection was refused, or the
+ * host's name did not resolve. Nothing reached the server, so even an operation that is not
+ * idempotent may be sent again. A reset, a closed socket or a timeout may come after the server
+ * read the request: those are unknown outcomes.
+ */
+const NEVER_SENT_CODES: ReadonlySet<string> = new Set(['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN']);
+
+/** Whether what `fetch` rejected with says the request never left this process. */
+export function neverSent(cause: unknown): boolean {
+  // fetch rejects with TypeError('fetch failed') and the socket's error as its cause; with several
+  // addresses to try (happy eyeballs), an AggregateError of one error each.
+  const inner = (cause as { cause?: unknown } | undefined)?.cause;
+  const errors = inner instanceof AggregateError ? inner.errors : [inner];
+  return (
+    errors.length > 0 &&
+    errors.every((error) => NEVER_SENT_CODES.has(String((error as { code?: unknown } | undefined)?.code)))
+  );
+}
 
 export interface RetryPolicy {
   /** Attempts after the first; 0 turns retrying off. */

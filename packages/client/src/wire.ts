@@ -1,10 +1,10 @@
-import type { ListOptions } from './client.js';
 import {
   LIMIT,
   SHAPES,
   type ErrorBody,
   type FieldShape,
   type ListQueryName,
+  type OperationId,
   type NewPlant,
   type ObjectShape,
   type Plant,
@@ -22,6 +22,27 @@ export interface Answer {
   readonly text: string;
   /** An earlier attempt of the same call may have been carried out, its answer lost. */
   readonly afterUnknownOutcome: boolean;
+}
+
+export interface CallOptions {
+  signal?: AbortSignal;
+}
+
+export interface ListOptions extends CallOptions {
+  /** Plants per page (per request), 1 to 1000; the server's default is 100. */
+  limit?: number;
+  /** Only plants with exactly this tag. */
+  tag?: string;
+  /** Start at this page: the `next` of an earlier `listPage`. */
+  cursor?: string;
+}
+
+/** How a group of calls (client.webhooks) reaches the server: through the client's one send path. */
+export interface Transport {
+  /** Sends one call with the client's retry policy; answers the last answer, success or not. */
+  send(operation: OperationId, url: URL, body: string | undefined, signal: AbortSignal | undefined): Promise<Answer>;
+  /** The URL of an API path (starting with `/`) under the client's base URL. */
+  url(path: string, query?: URLSearchParams): URL;
 }
 
 /**

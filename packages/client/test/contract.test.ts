@@ -1,41 +1,24 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import type { ObjectShape } from '../src/contract.js';
 import { EVENT_SHAPES } from '../src/contract.js';
-import { EVENT_LIMIT, EVENT_TYPES, LIMIT, OPERATIONS, PlantStoreClient, RETRY_STATUSES, SHAPES } from '../src/index.js';
-import { type TestServer, recordingFetch, startTestServer } from './support.js';
+import { EVENT_LIMIT, EVENT_TYPES, LIMIT, OPERATIONS, PlantStoreClient, RETRY_STATUSES } from '../src/index.js';
+import { COMPONENTS, type Json, assertBody, assertShape, at, lookups, ref, served } from './openapi-document.js';
+import { type TestServer, recordingFetch } from './support.js';
 
 /**
  * The drift check: everything the client assumes about the API (src/contract.ts, and what it
  * really sends) against the OpenAPI document the running server serves. The compiler ties the
- * client's types to src/contract.ts; this ties src/contract.ts to the server.
+ * client's types to src/contract.ts; this ties src/contract.ts to the server. The webhook calls'
+ * parameters, bodies and requests: contract-webhooks.test.ts.
  */
-
-type Json = Record<string, unknown>;
 
 let server: TestServer;
 let document: Json;
 before(async () => {
-  server = await startTestServer();
-  const response = await fetch(`${server.url}/openapi.json`);
-  assert.equal(response.status, 200);
-  document = (await response.json()) as Json;
+  ({ server, document } = await served());
 });
 after(() => server.stop());
-
-const at = (value: unknown, ...path: string[]): Json => {
-  let node = value;
-  for (const key of path) {
-    assert.ok(node !== null && typeof node === 'object' && key in node, `the document has ${path.join(' → ')}`);
-    node = (node as Json)[key];
-  }
-  return node as Json;
-};
-
-const ref = (name: string): Json => ({ $ref: `#/components/schemas/${name}` });
-const operation = (id: keyof typeof OPERATIONS): Json =>
-  at(document, 'paths', OPERATIONS[id].path, OPERATIONS[id].method.toLowerCase());
-const parameters = (id: keyof typeof OPERATIONS): Json[] => (operation(id).parameters as Json[] | undefined) ?? [];
+const { operation, parameters } = lookups(() => document);
 
 test('every operation the client calls is served with its method, path and operationId, behind the bearer scheme', () => {
   for (const id of Object.keys(OPERATIONS) as Array<keyof typeof OPERATIONS>) {
@@ -49,7 +32,6 @@ test('every operation the client calls is served with its method, path and opera
 });
 
 test('each operation has exactly the one success status the client expects, with the body it reads', () => {
-  const bodies = { Plant: ref('Plant'), 'Plant[]': { type: 'array', items: ref('Plant') } };
   for (const id of Object.keys(OPERATIONS) as Array<keyof typeof OPERATIONS>) {
     const op = OPERATIONS[id];
     const responses = at(operation(id), 'responses');
@@ -65,8 +47,12 @@ test('each operation has exactly the one success status the client expects, with
       assert.equal(at(success, 'content', 'application/json', 'schema').type, 'array');
       continue;
     }
-    const expected = 'response' in op ? { 'application/json': { schema: bodies[op.response] } } : undefined;
-    assert.deepEqual(success.content, expected, `${id}: the ${op.success} body`);
+    if (!('response' in op)) {
+      assert.equal(success.content, undefined, `${id}: no ${op.success} body`);
+      continue;
+    }
+    assert.deepEqual(Object.keys(at(success, 'content')), ['application/json'], id);
+    assertBody(`${id}: the ${op.success} body`, at(success, 'content', 'application/json', 'schema'), op.response);
   }
   assert.ok(at(operation('findPlants'), 'responses', '200', 'headers', 'Link'), 'the next page comes in a Link header');
   assert.ok(at(operation('streamEvents'), 'responses', '200', 'headers', 'Link'), 'so does the next page of events');
@@ -141,23 +127,6 @@ test('the parameters are the ones the client sends: limit and its bounds, cursor
   });
 });
 
-/** A schema has exactly the fields, types, formats and required list of a shape. */
-function assertShape(name: string, schema: Json, shape: ObjectShape): void {
-  assert.equal(schema.type, 'object');
-  assert.equal(schema.additionalProperties, false, `${name} allows no other field`);
-  const properties = at(schema, 'properties');
-  assert.deepEqual(Object.keys(properties).sort(), Object.keys(shape).sort(), `${name}: fields`);
-  for (const [field, expected] of Object.entries(shape)) {
-    const actual = at(properties, field);
-    assert.deepEqual(actual.type, expected.type, `${name}.${field}: type`);
-    assert.equal(actual.format, expected.format, `${name}.${field}: format`);
-  }
-  const required = Object.entries(shape)
-    .filter(([, field]) => field.required)
-    .map(([field]) => field);
-  assert.deepEqual([...((schema.required as string[] | undefined) ?? [])].sort(), required.sort(), `${name}: required`);
-}
-
 test('an item of a page of events has the fields of EVENT_SHAPES, its type one of EVENT_TYPES, its data the payload', () => {
   const items = at(operation('streamEvents'), 'responses', '200', 'content', 'application/json', 'schema', 'items');
   assertShape('Event', items, EVENT_SHAPES.Event);
@@ -166,8 +135,20 @@ test('an item of a page of events has the fields of EVENT_SHAPES, its type one o
   assertShape('Event.data', at(items, 'properties', 'data'), EVENT_SHAPES.EventData);
 });
 
-test("Plant, NewPlant and Error have exactly the fields, types, formats and required lists of the client's SHAPES", () => {
-  for (const [name, shape] of Object.entries<ObjectShape>(SHAPES)) {
+test("the schemas of components.schemas have exactly the fields, types, values and required lists of the client's shapes", () => {
+  assert.deepEqual(Object.keys(COMPONENTS).sort(), [
+    'CreatedWebhook',
+    'Delivery',
+    'DeliveryAttempt',
+    'Error',
+    'NewPlant',
+    'NewWebhook',
+    'Plant',
+    'RotatedWebhook',
+    'Webhook',
+    'WebhookPatch',
+  ]);
+  for (const [name, shape] of Object.entries(COMPONENTS)) {
     assertShape(name, at(document, 'components', 'schemas', name), shape);
   }
 });

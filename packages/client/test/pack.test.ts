@@ -20,21 +20,34 @@ const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 const CLIENT = join(ROOT, 'packages/client');
 const README = readFileSync(join(CLIENT, 'README.md'), 'utf8');
 const TOKEN_ARGS = ['token', 'create', '--subject', 'alice', '--scopes', 'plants:read,plants:write'];
+const WEBHOOK_TOKEN_ARGS = [
+  'token',
+  'create',
+  '--subject',
+  'alice',
+  '--scopes',
+  'plants:read,plants:write,webhooks:read,webhooks:write',
+];
 // Bounds every child process: npm pack and an offline install take about a second each, tsc a few.
 const TIMEOUT_MS = 120_000;
 
-/** The marked code blocks of the README: the files to write (by name), and the printed output. */
-function readmeBlocks(): { files: Map<string, string>; output: string } {
+/**
+ * The marked code blocks of the README: the files to write (by name), the output the plant
+ * examples print (`<!-- output -->`), and the outputs of other examples (`<!-- output: name -->`).
+ */
+function readmeBlocks(): { files: Map<string, string>; output: string; outputs: Map<string, string> } {
   const files = new Map<string, string>();
+  const outputs = new Map<string, string>();
   let output: string | undefined;
-  for (const m of README.matchAll(/<!-- (?:file: (\S+)|(output)) -->\n+```[a-z]*\n([\s\S]*?)\n```/g)) {
+  for (const m of README.matchAll(/<!-- (?:file: (\S+)|output(?:: (\S+))?) -->\n+```[a-z]*\n([\s\S]*?)\n```/g)) {
     if (m[1] !== undefined) files.set(m[1], `${m[3]!}\n`);
+    else if (m[2] !== undefined) outputs.set(m[2], `${m[3]!}\n`);
     else output = `${m[3]!}\n`;
   }
   assert.ok(output !== undefined, 'the README marks its printed output with <!-- output -->');
-  return { files, output };
+  return { files, output, outputs };
 }
-const { files: EXAMPLES, output: PRINTED } = readmeBlocks();
+const { files: EXAMPLES, output: PRINTED, outputs: OUTPUTS } = readmeBlocks();
 
 // `npm test` runs this file under npm: its npm_* variables (npm_config_*, npm_package_*) must not
 // steer the npm run here in another project, nor NODE_OPTIONS (tsx) the examples.
@@ -67,6 +80,7 @@ let work: string;
 let server: ServerProcess;
 let serverEnv: NodeJS.ProcessEnv;
 let exampleEnv: NodeJS.ProcessEnv;
+let webhookEnv: NodeJS.ProcessEnv;
 let packed: { filename: string; files: Array<{ path: string }> };
 let project: string;
 
@@ -74,11 +88,15 @@ before(async () => {
   // `npm test` builds dist/ first; run alone, this file needs `npm run build` before it.
   assert.ok(existsSync(join(CLIENT, 'dist/index.js')), 'packages/client/dist is missing: run `npm run build` first');
   work = await mkdtemp(join(tmpdir(), 'plant-store-pack-'));
-  serverEnv = { DATABASE_URL: `sqlite:${join(work, 'plants.db')}`, RATE_LIMIT: 'off' };
+  // WEBHOOK_ALLOW_PRIVATE: the webhooks example runs its receiver on 127.0.0.1, as the README says.
+  serverEnv = { DATABASE_URL: `sqlite:${join(work, 'plants.db')}`, RATE_LIMIT: 'off', WEBHOOK_ALLOW_PRIVATE: '1' };
   server = await startServer(serverEnv);
   const minted = await runCli(TOKEN_ARGS, serverEnv, ROOT);
   assert.equal(minted.code, 0, minted.stderr);
   exampleEnv = { PLANT_STORE_URL: server.url, PLANT_STORE_TOKEN: minted.stdout.trim() };
+  const mintedForWebhooks = await runCli(WEBHOOK_TOKEN_ARGS, serverEnv, ROOT);
+  assert.equal(mintedForWebhooks.code, 0, mintedForWebhooks.stderr);
+  webhookEnv = { PLANT_STORE_URL: server.url, PLANT_STORE_TOKEN: mintedForWebhooks.stdout.trim() };
 
   // --ignore-scripts: the prepack script would compile dist/ again, rewriting files that tests
   // running beside this one load; `npm test` has just built it from the same sources.
@@ -102,14 +120,18 @@ test('the README prints the commands this test runs, and the name npm pack gives
     `npm install /tmp/${packed.filename}`,
     'npm install /path/to/plant-store/packages/client',
     `node bin/plant-store.js ${TOKEN_ARGS.join(' ')}`,
+    `node bin/plant-store.js ${WEBHOOK_TOKEN_ARGS.join(' ')}`,
+    'WEBHOOK_ALLOW_PRIVATE=1 npm start',
     'node example.mjs',
+    'node webhooks.mjs',
     'npm pkg set type=module',
     'npx tsc',
     'node dist/example.js',
   ]) {
     assert.ok(README.includes(command), `README.md shows \`${command}\``);
   }
-  assert.deepEqual([...EXAMPLES.keys()], ['example.mjs', 'tsconfig.json', 'src/example.ts']);
+  assert.deepEqual([...EXAMPLES.keys()], ['example.mjs', 'tsconfig.json', 'src/example.ts', 'webhooks.mjs']);
+  assert.deepEqual([...OUTPUTS.keys()], ['webhooks.mjs']);
 });
 
 test('the tarball holds dist/ (JavaScript and .d.ts for every module), src/, LICENSE, README.md and package.json, and no tests', () => {
@@ -192,4 +214,17 @@ test('npm install of the path links the built package of the clone, and the Java
   const { stdout, stderr } = await node(['example.mjs'], linked, exampleEnv);
   assert.equal(stdout, PRINTED);
   assert.equal(stderr, '');
+});
+
+test('the webhooks example of the README runs as printed: a ping and a plant event signed, a rotation, exact ids', async () => {
+  await writeExamples(project);
+  const { stdout, stderr } = await node(['webhooks.mjs'], project, webhookEnv);
+  assert.equal(stdout, OUTPUTS.get('webhooks.mjs'));
+  assert.equal(stderr, '');
+  // It deleted what it created: no plant, no webhook.
+  const plants = await runCli(['export'], serverEnv, ROOT);
+  assert.equal(plants.stdout, '');
+  const webhooks = await runCli(['webhooks', 'list', '--json'], serverEnv, ROOT);
+  assert.equal(webhooks.code, 0, webhooks.stderr);
+  assert.deepEqual(JSON.parse(webhooks.stdout), []);
 });

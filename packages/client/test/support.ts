@@ -13,10 +13,19 @@ export interface TestServer {
   stop(): Promise<void>;
 }
 
+export interface TestServerOptions {
+  /** More settings, e.g. WEBHOOK_ALLOW_PRIVATE=1 for a receiver on 127.0.0.1. */
+  env?: NodeJS.ProcessEnv;
+  /** Runs before the server starts, with its settings and its database file. */
+  beforeStart?: (server: { env: NodeJS.ProcessEnv; file: string }) => Promise<void>;
+}
+
 /** The real `plant-store serve` over a scratch SQLite file, without rate limits. */
-export async function startTestServer(): Promise<TestServer> {
+export async function startTestServer(options: TestServerOptions = {}): Promise<TestServer> {
   const dir = mkdtempSync(join(tmpdir(), 'plant-store-client-'));
-  const env = { DATABASE_URL: `sqlite:${join(dir, 'plants.db')}`, RATE_LIMIT: 'off' };
+  const file = join(dir, 'plants.db');
+  const env = { DATABASE_URL: `sqlite:${file}`, RATE_LIMIT: 'off', ...options.env };
+  await options.beforeStart?.({ env, file });
   const server = await startServer(env);
   return {
     url: server.url,

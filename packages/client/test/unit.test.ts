@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { INT64_MAX, INT64_MIN, isInt64, toInt64 } from '../src/int64.js';
 import { nextLinkTarget } from '../src/link.js';
-import { DEFAULT_RETRY_POLICY, backoffMs, parseRetryAfter } from '../src/retry.js';
+import { DEFAULT_RETRY_POLICY, backoffMs, neverSent, parseRetryAfter } from '../src/retry.js';
 import { newPlantJson } from '../src/wire.js';
 
 test('toInt64 takes bigints and decimal text across the whole int64 range, exactly', () => {
@@ -80,4 +80,19 @@ test('parseExactJson reads every integer as an exact bigint, and the rest as JSO
   for (const bad of ['', '{', '[1,]', '{"a":1,}', '01', '"\u0001"', '[1] x', "{'a':1}", 'nul', '-']) {
     assert.throws(() => parseExactJson(bad), SyntaxError, bad);
   }
+});
+
+test('neverSent: a refused connection or an unresolved name sent nothing; a reset, a closed socket or a timeout may have', () => {
+  const failed = (cause: unknown): TypeError => new TypeError('fetch failed', { cause });
+  const code = (name: string): Error => Object.assign(new Error(name), { code: name });
+  assert.equal(neverSent(failed(code('ECONNREFUSED'))), true);
+  assert.equal(neverSent(failed(code('ENOTFOUND'))), true);
+  // Happy eyeballs: one error per address tried, all of them refused.
+  assert.equal(neverSent(failed(new AggregateError([code('ECONNREFUSED'), code('ECONNREFUSED')]))), true);
+  assert.equal(neverSent(failed(new AggregateError([code('ECONNREFUSED'), code('ETIMEDOUT')]))), false);
+  assert.equal(neverSent(failed(new AggregateError([]))), false);
+  assert.equal(neverSent(failed(code('ECONNRESET'))), false);
+  assert.equal(neverSent(failed(code('UND_ERR_SOCKET'))), false);
+  assert.equal(neverSent(new DOMException('timed out', 'TimeoutError')), false);
+  assert.equal(neverSent(undefined), false);
 });
