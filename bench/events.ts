@@ -826,6 +826,19 @@ async function feedRole(a: FeedArgs): Promise<FeedResult> {
   return { opened: sockets.length, openMs, sent, answered, arrivals };
 }
 
+/** Runs `use` on BENCH_DATABASE_URL, or on a throwaway PostgreSQL server started for it and stopped after. */
+export async function onBenchPostgres<T>(use: (url: string) => Promise<T>): Promise<T> {
+  const given = process.env.BENCH_DATABASE_URL;
+  if (given) return use(given);
+  const { startThrowawayPostgres } = await import('../test/support/postgres.js');
+  const throwaway = await startThrowawayPostgres();
+  try {
+    return await use(throwaway.url);
+  } finally {
+    await throwaway.stop();
+  }
+}
+
 async function main(): Promise<void> {
   for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => process.exit(130));
   const started = new Date();
@@ -834,17 +847,8 @@ async function main(): Promise<void> {
   try {
     if (!SKIP.has('sqlite'))
       results.push(await eventScenarios('SQLite', { DATABASE_URL: `sqlite:${join(dir, 'events.db')}` }));
-    if (!SKIP.has('postgres')) {
-      let url = process.env.BENCH_DATABASE_URL;
-      const { startThrowawayPostgres } = await import('../test/support/postgres.js');
-      const throwaway = url ? undefined : await startThrowawayPostgres();
-      url ??= throwaway!.url;
-      try {
-        results.push(await eventScenarios('PostgreSQL', { DATABASE_URL: url }));
-      } finally {
-        await throwaway?.stop();
-      }
-    }
+    if (!SKIP.has('postgres'))
+      results.push(await onBenchPostgres((url) => eventScenarios('PostgreSQL', { DATABASE_URL: url })));
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

@@ -115,14 +115,20 @@ const SQL = {
         FOR UPDATE SKIP LOCKED) d
       WHERE w.status = 'active'
       LIMIT $4),
-    -- Pings are sent whatever the webhook's status: those of disabled webhooks, through deliveries_due_pings.
-    pings AS (SELECT d.id FROM deliveries d
-      WHERE d.status = 'pending' AND d.type = '${PING_TYPE}' AND d.next_attempt_at <= ${NOW}
-        AND (d.lease_until IS NULL OR d.lease_until < ${NOW})
-        AND (SELECT status FROM webhooks w WHERE w.id = d.webhook_id) = 'disabled'
-      ORDER BY d.next_attempt_at, d.id
-      LIMIT greatest(0, $4 - (SELECT count(*) FROM candidate))
-      FOR UPDATE SKIP LOCKED),
+    -- Pings are sent whatever the webhook's status: those of disabled webhooks (few), each through
+    -- deliveries_due_pings. Not one scan of every pending delivery for the pings among them: with
+    -- statistics taken while little was pending, PostgreSQL read deliveries_due_by_webhook whole
+    -- for it on every claim, and delivered half as fast behind a burst (BENCHMARKS.md).
+    pings AS (
+      SELECT d.id FROM webhooks w CROSS JOIN LATERAL (
+        SELECT id FROM deliveries
+        WHERE webhook_id = w.id AND status = 'pending' AND type = '${PING_TYPE}' AND next_attempt_at <= ${NOW}
+          AND (lease_until IS NULL OR lease_until < ${NOW})
+        ORDER BY next_attempt_at, id
+        LIMIT $4
+        FOR UPDATE SKIP LOCKED) d
+      WHERE w.status = 'disabled'
+      LIMIT greatest(0, $4 - (SELECT count(*) FROM candidate))),
     leased AS (UPDATE deliveries SET lease_until = ${NOW} + $2, lease_owner = $1
       WHERE id IN (SELECT id FROM candidate UNION ALL SELECT id FROM pings)
       RETURNING id, event_id, type, attempts, schedule_from, webhook_id)

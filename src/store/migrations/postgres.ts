@@ -112,7 +112,7 @@ export const postgresMigrations: readonly Migration[] = [
       ALTER TABLE deliveries ADD COLUMN schedule_from INTEGER NOT NULL DEFAULT 0;
       -- Pings are sent whatever the webhook's status: a claim finds those of disabled webhooks here.
       -- A ping has no event: its event_id is 0 (event ids start at 1), shown as null.
-      CREATE INDEX deliveries_due_pings ON deliveries (next_attempt_at) WHERE status = 'pending' AND type = 'webhook.ping';
+      CREATE INDEX deliveries_due_pings ON deliveries (webhook_id, next_attempt_at, id) WHERE status = 'pending' AND type = 'webhook.ping';
 
       -- One row per attempt, written with the attempt's record; deleted with its delivery (the
       -- pruner's and a webhook's delete remove them in the same statement or transaction).
