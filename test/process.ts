@@ -93,3 +93,30 @@ export async function exitWithin(server: ServerProcess, ms: number): Promise<num
     clearTimeout(timer);
   }
 }
+
+export interface ApiAnswer {
+  readonly status: number;
+  readonly text: string;
+  readonly headers: Headers;
+}
+
+/** One API request to a server process with a bearer token; a body is sent as JSON. */
+export async function callServer(
+  server: ServerProcess,
+  token: string,
+  method: string,
+  path: string,
+  body?: string,
+  headers: Record<string, string> = {},
+): Promise<ApiAnswer> {
+  const response = await fetch(`${server.url}${path}`, {
+    method,
+    headers: {
+      authorization: `Bearer ${token}`,
+      ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+      ...headers,
+    },
+    body,
+  });
+  return { status: response.status, text: await response.text(), headers: response.headers };
+}

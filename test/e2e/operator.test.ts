@@ -4,9 +4,10 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
-import { type ServerProcess, runCli, startServer } from '../process.js';
+import { type ServerProcess, runCli, startServer, callServer } from '../process.js';
 import { promtool, sample } from '../support/scrape.js';
 import { Receiver } from './webhook-receiver.js';
+import { eventually } from '../support/eventually.js';
 
 // What an operator sees of the event side on real `plant-store serve` processes (issue 23 point 4):
 // a scrape that promtool accepts, WEBHOOK_DELIVERY=off, and stored secrets checked at start.
@@ -30,20 +31,8 @@ async function server(t: T, env: NodeJS.ProcessEnv): Promise<ServerProcess> {
   return started;
 }
 
-async function call(s: ServerProcess, token: string, method: string, path: string, body?: string) {
-  const response = await fetch(`${s.url}${path}`, {
-    method,
-    headers: {
-      authorization: `Bearer ${token}`,
-      ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-    },
-    body,
-  });
-  return { status: response.status, text: await response.text() };
-}
-
 async function subscribe(s: ServerProcess, token: string, receiver: Receiver): Promise<string> {
-  const r = await call(s, token, 'POST', '/webhooks', JSON.stringify({ url: receiver.url }));
+  const r = await callServer(s, token, 'POST', '/webhooks', JSON.stringify({ url: receiver.url }));
   assert.equal(r.status, 201, r.text);
   const created = JSON.parse(r.text) as { id: string; secret: string };
   receiver.secret = created.secret;
@@ -56,15 +45,9 @@ async function scrape(s: ServerProcess): Promise<string> {
   return response.text();
 }
 
-async function until<T>(what: string, probe: () => Promise<T | undefined>): Promise<T> {
-  const stop = Date.now() + DEADLINE_MS;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > stop) throw new Error(`${what}: not within ${DEADLINE_MS} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-}
+/** Waits for `probe` to answer something, up to DEADLINE_MS. */
+const until = <T>(what: string, probe: () => Promise<T | undefined>): Promise<T> =>
+  eventually(probe, what, DEADLINE_MS);
 
 /** The JSON log lines of a server at `level` (pino's number) whose message matches. */
 const lines = (s: ServerProcess, level: number, msg: RegExp): Array<Record<string, unknown>> =>
@@ -84,7 +67,7 @@ test('a scrape after deliveries passes `promtool check metrics` with nothing to 
   t.after(() => receiver.stop());
   await subscribe(s, token, receiver);
   for (const id of [1, 2, 3]) {
-    assert.equal((await call(s, token, 'POST', '/plants', `{"id":${id},"name":"fern"}`)).status, 200);
+    assert.equal((await callServer(s, token, 'POST', '/plants', `{"id":${id},"name":"fern"}`)).status, 200);
   }
   await receiver.until((r) => r.length >= 3);
   const text = await until('the three attempts counted', async () => {
@@ -113,12 +96,12 @@ test('WEBHOOK_DELIVERY=off serves everything and sends nothing; the deliveries w
   t.after(() => receiver.stop());
   const hook = await subscribe(quiet, token, receiver);
   for (const id of [1, 2]) {
-    assert.equal((await call(quiet, token, 'POST', '/plants', `{"id":${id},"name":"fern"}`)).status, 200);
+    assert.equal((await callServer(quiet, token, 'POST', '/plants', `{"id":${id},"name":"fern"}`)).status, 200);
   }
   // A sending process is woken by the commit and looks at least every second: past that, an
   // absence means nothing is sent (the one wait here that no event can replace).
   await new Promise((resolve) => setTimeout(resolve, 1500));
-  const listed = await call(quiet, token, 'GET', `/webhooks/${hook}/deliveries`);
+  const listed = await callServer(quiet, token, 'GET', `/webhooks/${hook}/deliveries`);
   assert.equal(listed.status, 200);
   const deliveries = JSON.parse(listed.text) as Array<{ status: string; attempts: number }>;
   assert.deepEqual(
@@ -146,7 +129,7 @@ test('stored secrets that do not open with SECRETS_KEY are one error line at sta
   const env = { DATABASE_URL: `sqlite:${join(dir, 'secrets.db')}`, WEBHOOK_ALLOW_PRIVATE: '1', SECRETS_KEY: keyA };
   const token = await tokenFor(env);
   const first = await startServer(env);
-  const r = await call(first, token, 'POST', '/webhooks', JSON.stringify({ url: 'http://127.0.0.1:9/hook' }));
+  const r = await callServer(first, token, 'POST', '/webhooks', JSON.stringify({ url: 'http://127.0.0.1:9/hook' }));
   assert.equal(r.status, 201, r.text);
   const { id, secret } = JSON.parse(r.text) as { id: string; secret: string };
   assert.deepEqual(lines(first, 50, /./), [], 'with its own key: no error');

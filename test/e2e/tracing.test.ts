@@ -5,7 +5,7 @@ import { type Server, createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { type ServerProcess, runCli, startServer } from '../process.js';
+import { type ServerProcess, runCli, startServer, callServer } from '../process.js';
 import { scratchSchema, stopSharedPostgres } from '../support/postgres.js';
 import { Receiver } from './webhook-receiver.js';
 
@@ -117,19 +117,6 @@ const SCOPES = 'plants:read,plants:write,webhooks:read,webhooks:write';
 const TRACE_ID = '4bf92f3577b34da6a3ce929d0e0e4736';
 const PARENT_ID = '00f067aa0ba902b7';
 
-async function call(server: ServerProcess, token: string, method: string, path: string, body?: string, headers = {}) {
-  const response = await fetch(`${server.url}${path}`, {
-    method,
-    headers: {
-      authorization: `Bearer ${token}`,
-      ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-      ...headers,
-    },
-    body,
-  });
-  return { status: response.status, text: await response.text(), requestId: response.headers.get('x-request-id') };
-}
-
 /** Every span's ancestors up to the root, by id. */
 function ancestors(spans: readonly Span[], span: Span): string[] {
   const byId = new Map(spans.map((s) => [s.spanId, s]));
@@ -175,7 +162,7 @@ for (const engine of ['sqlite', 'postgres'] as const) {
     });
 
     test('a request continues the caller’s traceparent, named by its route, with its subject and status', async () => {
-      const created = await call(server, token, 'POST', '/plants', '{"id":41,"name":"Fern"}', {
+      const created = await callServer(server, token, 'POST', '/plants', '{"id":41,"name":"Fern"}', {
         traceparent: `00-${TRACE_ID}-${PARENT_ID}-01`,
       });
       assert.equal(created.status, 200, created.text);
@@ -185,9 +172,13 @@ for (const engine of ['sqlite', 'postgres'] as const) {
       assert.equal(span.attributes['http.route'], '/plants');
       assert.equal(span.attributes['http.response.status_code'], 200);
       assert.equal(span.attributes['enduser.id'], 'alice');
-      assert.equal(span.attributes['plant_store.request_id'], created.requestId, 'the answer’s X-Request-Id');
+      assert.equal(
+        span.attributes['plant_store.request_id'],
+        created.headers.get('x-request-id'),
+        'the answer’s X-Request-Id',
+      );
 
-      const removed = await call(server, token, 'DELETE', '/plants/41');
+      const removed = await callServer(server, token, 'DELETE', '/plants/41');
       assert.equal(removed.status, 204);
       const deleted = await collector.span((s) => s.name === 'DELETE /plants/:id', 'DELETE /plants/:id');
       assert.notEqual(deleted.traceId, TRACE_ID, 'a request without traceparent starts a trace of its own');
@@ -196,7 +187,7 @@ for (const engine of ['sqlite', 'postgres'] as const) {
     });
 
     test('every statement of a request is a span in its trace; no token reaches the collector', async () => {
-      const created = await call(server, token, 'POST', '/plants', '{"id":42,"name":"Ivy"}', {
+      const created = await callServer(server, token, 'POST', '/plants', '{"id":42,"name":"Ivy"}', {
         traceparent: `00-${TRACE_ID.replace(/^4/, '5')}-${PARENT_ID}-01`,
       });
       assert.equal(created.status, 200);
@@ -218,8 +209,8 @@ for (const engine of ['sqlite', 'postgres'] as const) {
         'the token lookup',
       );
       // A token a caller puts in the query string or the path is redacted, as in the request log.
-      await call(server, token, 'GET', `/plants?access_token=${token}&limit=5`);
-      await call(server, token, 'GET', `/plants/${token}`);
+      await callServer(server, token, 'GET', `/plants?access_token=${token}&limit=5`);
+      await callServer(server, token, 'GET', `/plants/${token}`);
       const inQuery = await collector.span(
         (s) => String(s.attributes['url.query'] ?? '').includes('limit=5'),
         'the request with a token in its query',
@@ -235,11 +226,11 @@ for (const engine of ['sqlite', 'postgres'] as const) {
     });
 
     test('a webhook delivery is a span, and the receiver gets its traceparent', async () => {
-      const hook = await call(server, token, 'POST', '/webhooks', JSON.stringify({ url: receiver.url }));
+      const hook = await callServer(server, token, 'POST', '/webhooks', JSON.stringify({ url: receiver.url }));
       assert.equal(hook.status, 201, hook.text);
       const webhook = JSON.parse(hook.text) as { id: string; secret: string };
       receiver.secret = webhook.secret;
-      assert.equal((await call(server, token, 'POST', '/plants', '{"id":43,"name":"Moss"}')).status, 200);
+      assert.equal((await callServer(server, token, 'POST', '/plants', '{"id":43,"name":"Moss"}')).status, 200);
       await receiver.until((received) => received.some((r) => r.body.includes('"Moss"')));
       const delivered = receiver.received.find((r) => r.body.includes('"Moss"'))!;
       assert.ok(delivered.verified, 'the signature still verifies');
@@ -269,7 +260,7 @@ test('the default protocol is OTLP/HTTP protobuf to /v1/traces', async (t) => {
   const token = (JSON.parse(minted.stdout) as { token: string }).token;
   const server = await startServer(env);
   t.after(() => server.stop());
-  const listed = await call(server, token, 'GET', '/plants', undefined, {
+  const listed = await callServer(server, token, 'GET', '/plants', undefined, {
     traceparent: `00-${TRACE_ID}-${PARENT_ID}-01`,
   });
   assert.equal(listed.status, 200);
@@ -299,9 +290,9 @@ test('without an OTLP endpoint nothing is exported and no span header is sent', 
   const token = (JSON.parse(minted.stdout) as { token: string }).token;
   const server = await startServer({ ...env, OTEL_EXPORTER_OTLP_ENDPOINT: '' });
   t.after(() => server.stop());
-  const hook = await call(server, token, 'POST', '/webhooks', JSON.stringify({ url: receiver.url }));
+  const hook = await callServer(server, token, 'POST', '/webhooks', JSON.stringify({ url: receiver.url }));
   receiver.secret = (JSON.parse(hook.text) as { secret: string }).secret;
-  assert.equal((await call(server, token, 'POST', '/plants', '{"id":44,"name":"Sage"}')).status, 200);
+  assert.equal((await callServer(server, token, 'POST', '/plants', '{"id":44,"name":"Sage"}')).status, 200);
   await receiver.until((received) => received.length === 1);
   assert.equal(receiver.received[0]!.headers.traceparent, undefined);
 });

@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
-import { type ServerProcess, runCli, startServer } from '../process.js';
+import { type ServerProcess, runCli, startServer, callServer } from '../process.js';
 import { scratchSchema, stopSharedPostgres } from '../support/postgres.js';
 import { Receiver } from './webhook-receiver.js';
 
@@ -53,20 +53,14 @@ async function setup(engine: string, t: T, name: string, instances = 1, extra: N
   return { env, token, servers };
 }
 
-async function call(server: ServerProcess, token: string, method: string, path: string, body?: string) {
-  const response = await fetch(`${server.url}${path}`, {
-    method,
-    headers: {
-      authorization: `Bearer ${token}`,
-      ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-    },
-    body,
-  });
-  return { status: response.status, text: await response.text() };
-}
-
 async function subscribe(s: Setup, receiver: Receiver, events?: string[]): Promise<{ id: string; secret: string }> {
-  const r = await call(s.servers[0]!, s.token, 'POST', '/webhooks', JSON.stringify({ url: receiver.url, events }));
+  const r = await callServer(
+    s.servers[0]!,
+    s.token,
+    'POST',
+    '/webhooks',
+    JSON.stringify({ url: receiver.url, events }),
+  );
   assert.equal(r.status, 201, r.text);
   const created = JSON.parse(r.text) as { id: string; secret: string };
   receiver.secret = created.secret;
@@ -74,7 +68,7 @@ async function subscribe(s: Setup, receiver: Receiver, events?: string[]): Promi
 }
 
 async function deliveries(s: Setup, webhookId: string) {
-  const r = await call(s.servers[0]!, s.token, 'GET', `/webhooks/${webhookId}/deliveries?limit=1000`);
+  const r = await callServer(s.servers[0]!, s.token, 'GET', `/webhooks/${webhookId}/deliveries?limit=1000`);
   assert.equal(r.status, 200, r.text);
   return JSON.parse(r.text) as Array<{
     status: string;
@@ -106,8 +100,8 @@ for (const engine of ['sqlite', 'postgres']) {
         '{"id":9007199254740993,"name":"2^53 + 1"}',
       ];
       for (const body of bodies)
-        assert.equal((await call(s.servers[0]!, s.token, 'POST', '/plants', body)).status, 200);
-      assert.equal((await call(s.servers[0]!, s.token, 'DELETE', '/plants/9007199254740993')).status, 204);
+        assert.equal((await callServer(s.servers[0]!, s.token, 'POST', '/plants', body)).status, 200);
+      assert.equal((await callServer(s.servers[0]!, s.token, 'DELETE', '/plants/9007199254740993')).status, 204);
       await receiver.until((r) => r.length >= 4);
       const got = receiver.received.map((r) => [r.type, r.body]);
       assert.deepEqual(got, [
@@ -123,7 +117,7 @@ for (const engine of ['sqlite', 'postgres']) {
       assert.ok(receiver.received.every((r) => /^evt_\d+$/.test(r.id)));
       assert.ok(receiver.received.every((r) => r.headers['content-type'] === 'application/json'));
       // An identical retry is answered 200 and adds no event, so no delivery.
-      assert.equal((await call(s.servers[0]!, s.token, 'POST', '/plants', bodies[1])).status, 200);
+      assert.equal((await callServer(s.servers[0]!, s.token, 'POST', '/plants', bodies[1])).status, 200);
       // The attempt is recorded once the receiver has answered: wait for the records, then check them.
       const hookId = (await subscribeList(s))[0]!;
       await waitFor(async () => (await deliveries(s, hookId)).every((d) => d.status !== 'pending'));
@@ -138,7 +132,7 @@ for (const engine of ['sqlite', 'postgres']) {
       t.after(() => receiver.stop());
       const s = await setup(engine, t, 'retry');
       const hook = await subscribe(s, receiver);
-      assert.equal((await call(s.servers[0]!, s.token, 'POST', '/plants', '{"id":1,"name":"fern"}')).status, 200);
+      assert.equal((await callServer(s.servers[0]!, s.token, 'POST', '/plants', '{"id":1,"name":"fern"}')).status, 200);
       await receiver.until((r) => r.length >= 1);
       await waitFor(async () => (await deliveries(s, hook.id))[0]?.status === 'delivered');
       const [delivery] = await deliveries(s, hook.id);
@@ -154,9 +148,9 @@ for (const engine of ['sqlite', 'postgres']) {
       t.after(() => receiver.stop());
       const s = await setup(engine, t, 'gone');
       const hook = await subscribe(s, receiver);
-      assert.equal((await call(s.servers[0]!, s.token, 'POST', '/plants', '{"id":1,"name":"fern"}')).status, 200);
+      assert.equal((await callServer(s.servers[0]!, s.token, 'POST', '/plants', '{"id":1,"name":"fern"}')).status, 200);
       const status = async () => {
-        const list = JSON.parse((await call(s.servers[0]!, s.token, 'GET', '/webhooks')).text) as Array<{
+        const list = JSON.parse((await callServer(s.servers[0]!, s.token, 'GET', '/webhooks')).text) as Array<{
           status: string;
         }>;
         return list[0]!.status;
@@ -167,12 +161,12 @@ for (const engine of ['sqlite', 'postgres']) {
       assert.equal(delivery!.attempts, 1);
       assert.equal(delivery!.lastStatus, 410);
       // Disabled: a new change gets no delivery.
-      assert.equal((await call(s.servers[0]!, s.token, 'POST', '/plants', '{"id":2,"name":"moss"}')).status, 200);
+      assert.equal((await callServer(s.servers[0]!, s.token, 'POST', '/plants', '{"id":2,"name":"moss"}')).status, 200);
       assert.equal((await deliveries(s, hook.id)).length, 1);
       receiver.respondWith(() => 200);
-      assert.equal((await call(s.servers[0]!, s.token, 'POST', `/webhooks/${hook.id}/enable`)).status, 200);
+      assert.equal((await callServer(s.servers[0]!, s.token, 'POST', `/webhooks/${hook.id}/enable`)).status, 200);
       assert.equal(await status(), 'active');
-      assert.equal((await call(s.servers[0]!, s.token, 'POST', '/plants', '{"id":3,"name":"ivy"}')).status, 200);
+      assert.equal((await callServer(s.servers[0]!, s.token, 'POST', '/plants', '{"id":3,"name":"ivy"}')).status, 200);
       await receiver.until((r) => r.some((x) => x.body === '{"id":3,"name":"ivy"}'));
     });
 
@@ -185,7 +179,10 @@ for (const engine of ['sqlite', 'postgres']) {
       await receiver.stop(); // its port now refuses connections
       const count = 30;
       for (let i = 1; i <= count; i++) {
-        assert.equal((await call(s.servers[0]!, s.token, 'POST', '/plants', `{"id":${i},"name":"p${i}"}`)).status, 200);
+        assert.equal(
+          (await callServer(s.servers[0]!, s.token, 'POST', '/plants', `{"id":${i},"name":"p${i}"}`)).status,
+          200,
+        );
       }
       await waitFor(async () => (await deliveries(s, hook.id)).some((d) => d.lastError === 'connection refused'));
       await receiver.start(); // back on the same port
@@ -201,7 +198,7 @@ for (const engine of ['sqlite', 'postgres']) {
 }
 
 async function subscribeList(s: Setup): Promise<string[]> {
-  const list = JSON.parse((await call(s.servers[0]!, s.token, 'GET', '/webhooks')).text) as Array<{ id: string }>;
+  const list = JSON.parse((await callServer(s.servers[0]!, s.token, 'GET', '/webhooks')).text) as Array<{ id: string }>;
   return list.map((w) => w.id);
 }
 
@@ -218,7 +215,7 @@ test(
     const count = 200;
     await Promise.all(
       Array.from({ length: count }, (_, i) =>
-        call(s.servers[i % 2]!, s.token, 'POST', '/plants', `{"id":${i + 1},"name":"p${i + 1}"}`).then((r) =>
+        callServer(s.servers[i % 2]!, s.token, 'POST', '/plants', `{"id":${i + 1},"name":"p${i + 1}"}`).then((r) =>
           assert.equal(r.status, 200),
         ),
       ),

@@ -1,5 +1,6 @@
 import { type ClientRequest, type IncomingHttpHeaders, request } from 'node:http';
 import type { Store } from '../../src/store/store.js';
+import { eventually as waitFor } from '../support/eventually.js';
 
 // What the tests of a stream's setup and end need: a raw GET /events over its own connection, and
 // a store whose setup reads wait at a gate the test opens, so "while the stream is being set up"
@@ -47,11 +48,7 @@ export class RawStream {
 
 /** Checks `condition` every few milliseconds until it holds; fails at the deadline. */
 export async function eventually(what: string, condition: () => boolean | Promise<boolean>, ms = DEADLINE_MS) {
-  const deadline = Date.now() + ms;
-  while (!(await condition())) {
-    if (Date.now() > deadline) throw new Error(`${what}: not within ${ms} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
+  await waitFor(async () => ((await condition()) ? true : undefined), what, ms);
 }
 
 /** Holds the calls that pass through it while shut; `open()` lets them all go on. */

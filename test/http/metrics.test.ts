@@ -1,21 +1,10 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { READ_WRITE, json, makeApp } from '../helpers.js';
+import { sample } from '../support/scrape.js';
 import { assertErrorBody } from './support.js';
 
 // GET /metrics: Prometheus text format (prom-client), optionally behind METRICS_TOKEN.
-
-/** The value of one sample line, e.g. `plant_store_plants 2`; undefined when absent. */
-function sample(text: string, name: string, labels: Record<string, string> = {}): number | undefined {
-  const wanted = Object.entries(labels).map(([k, v]) => `${k}="${v}"`);
-  for (const line of text.split('\n')) {
-    const m = /^([a-z_]+)(?:\{([^}]*)\})? (\S+)$/.exec(line);
-    if (!m || m[1] !== name) continue;
-    const have = (m[2] ?? '').split(',').filter(Boolean);
-    if (wanted.every((pair) => have.includes(pair))) return Number(m[3]);
-  }
-  return undefined;
-}
 
 test('counts requests by route pattern and status, times them, and reports plants and the database', async (t) => {
   const h = await makeApp();

@@ -61,16 +61,7 @@ export class TestReceiver {
   }
 }
 
-/** Polls `check` until it answers something: a deadline, not a speed. */
-export async function eventually<T>(check: () => Promise<T | undefined>, what: string, ms = 10_000): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const found = await check();
-    if (found !== undefined) return found;
-    if (Date.now() > deadline) throw new Error(`${what}: not within ${ms} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
+export { eventually } from '../support/eventually.js';
 
 export interface DeliveryHarness extends TestApp {
   readonly dispatcher: Dispatcher;

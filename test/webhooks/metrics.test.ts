@@ -10,6 +10,7 @@ import { SecretBox } from '../../src/webhooks/secret-box.js';
 import { type WebhookRequest, WebhookSender } from '../../src/webhooks/sender.js';
 import { READ_WRITE, type TestApp, json, makeApp } from '../helpers.js';
 import { sample } from '../support/scrape.js';
+import { eventually } from '../support/eventually.js';
 
 // The event side's metrics (CONTRACT.md 1.2.0, Metrics) after known traffic, on the engine under
 // test: attempts by result through a real dispatcher and sender to receivers on 127.0.0.1 (a
@@ -20,15 +21,9 @@ const DEADLINE_MS = 15_000;
 const ALL = [...READ_WRITE, 'webhooks:read', 'webhooks:write'];
 const log = { warn() {}, info() {}, error() {} } as unknown as FastifyBaseLogger;
 
-async function until<T>(what: string, probe: () => Promise<T | undefined>): Promise<T> {
-  const stop = Date.now() + DEADLINE_MS;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > stop) throw new Error(`${what}: not within ${DEADLINE_MS} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
+/** Waits for `probe` to answer something, up to DEADLINE_MS. */
+const until = <T>(what: string, probe: () => Promise<T | undefined>): Promise<T> =>
+  eventually(probe, what, DEADLINE_MS);
 
 /**
  * Listens on a loopback address and answers its URL. By the name `localhost`: in the PostgreSQL
