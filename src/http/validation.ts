@@ -13,6 +13,8 @@ import type { FastifySchemaCompiler } from 'fastify';
  */
 
 export const INT64_MIN = -(2n ** 63n);
+/** RFC 3339 §5.6 `date-time`, exactly: a date, a time and an offset (the schemas' format, the CLI's times). */
+export const RFC3339_DATE_TIME = /^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:[Zz]|[+-]\d{2}:\d{2})$/;
 export const INT64_MAX = 2n ** 63n - 1n;
 
 type Schema = Record<string, unknown>;
@@ -59,7 +61,7 @@ function makeAjv(): Ajv {
     formats: {
       int32: true,
       int64: true,
-      'date-time': /^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:[Zz]|[+-]\d{2}:\d{2})$/,
+      'date-time': RFC3339_DATE_TIME,
     },
     // parentSchema in errors lets the error handler quote a field's description.
     verbose: true,

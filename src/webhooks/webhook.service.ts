@@ -3,6 +3,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { Principal } from '../auth/authenticator.js';
 import type { EventSettings } from '../config.js';
 import { HttpError } from '../errors.js';
+import { RFC3339_DATE_TIME } from '../http/validation.js';
 import {
   type AttemptRecord,
   EVENT_TYPES,
@@ -65,11 +66,8 @@ const attemptBody = (a: AttemptRecord): AttemptBody => ({
   response: a.response,
 });
 
-/** RFC 3339 `date-time` (§5.6), exactly: a date, a time and an offset. */
-const RFC3339 = /^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:[Zz]|[+-]\d{2}:\d{2})$/;
-
 function parseTime(text: string, what: string): number {
-  const ms = RFC3339.test(text) ? Date.parse(text.toUpperCase()) : Number.NaN;
+  const ms = RFC3339_DATE_TIME.test(text) ? Date.parse(text.toUpperCase()) : Number.NaN;
   if (Number.isNaN(ms)) throw new HttpError(400, `${what} must be an RFC 3339 time such as 2025-03-01T06:00:00Z`);
   return ms;
 }
