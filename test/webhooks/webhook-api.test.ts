@@ -15,6 +15,7 @@ import {
   plantBody,
   remove,
 } from '../plants/plant.helpers.js';
+import type { WebhookBody } from '../../src/webhooks/webhook.schema.js';
 
 // The /webhooks API of CONTRACT.md (Events, interface 1.1.0) over app.inject, on the engine under
 // test. Nothing here connects anywhere: registration neither resolves nor connects, and buildApp
@@ -66,16 +67,8 @@ const DELIVERY_KEYS = [
 const SECRET = /^whsec_[A-Za-z0-9+/]{32}$/;
 const FIVE_DAYS = 5 * 86_400_000;
 
-interface WebhookJson {
-  id: string;
-  url: string;
-  events: string[];
-  status: string;
-  createdAt: string;
-  description: string;
-  failingSince: string | null;
-  disabledReason: string | null;
-}
+/** A Webhook as answered: the schema's own type (webhook.schema.ts), not a second description of it. */
+type WebhookJson = WebhookBody;
 type CreatedJson = WebhookJson & { secret: string };
 
 /** A delivery, its int64 ids as written in the body (never through a JS number). */

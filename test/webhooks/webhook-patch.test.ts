@@ -3,6 +3,7 @@ import { type TestContext, describe, test } from 'node:test';
 import { testConfig } from '../../src/config.js';
 import { READ_WRITE, type TestApp, json, makeApp } from '../helpers.js';
 import { type Response, assertApiHeaders, assertError, create, plantBody, remove } from '../plants/plant.helpers.js';
+import type { WebhookBody } from '../../src/webhooks/webhook.schema.js';
 
 // Interface 1.2.0's webhook management over app.inject, on the engine under test (PATCH, rotation,
 // recover, the attempt log's 404s): nothing is delivered here (buildApp starts no dispatcher);
@@ -11,16 +12,8 @@ import { type Response, assertApiHeaders, assertError, create, plantBody, remove
 const ALL = [...READ_WRITE, 'webhooks:read', 'webhooks:write'];
 const URL_1 = 'https://hooks.example.com/plants';
 
-interface WebhookJson {
-  id: string;
-  url: string;
-  events: string[];
-  status: string;
-  createdAt: string;
-  description: string;
-  failingSince: string | null;
-  disabledReason: string | null;
-}
+/** A Webhook as answered: the schema's own type (webhook.schema.ts), not a second description of it. */
+type WebhookJson = WebhookBody;
 
 async function users(t: TestContext): Promise<{ h: TestApp; alice: string; bob: string }> {
   const h = await makeApp({ events: { ...testConfig().events, allowPrivateTargets: false } });
