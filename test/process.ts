@@ -5,6 +5,23 @@ import { fileURLToPath } from 'node:url';
 /** The package's command, as `npx plant-store` and `npm start` run it (compiled by `npm test` first). */
 export const BIN = fileURLToPath(new URL('../bin/plant-store.js', import.meta.url));
 
+/**
+ * Processes a test started that must not outlive its test file. `npm test` runs each file with
+ * --test-force-exit: a file whose cleanup failed half way (a hook that threw before the one that
+ * stops a server) still ends when its tests have, instead of waiting on a server that runs on
+ * (the CI run that hung for 90 minutes, issue 26). This kills what is left, by pid, as it exits.
+ */
+const running = new Set<ChildProcess>();
+process.once('exit', () => {
+  for (const child of running) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+});
+
+/** Kills `child` when this test file's process exits, if it still runs then. */
+export function reapAtExit(child: ChildProcess): void {
+  running.add(child);
+  child.once('exit', () => running.delete(child));
+}
+
 export interface CliResult {
   readonly code: number;
   readonly stdout: string;
@@ -20,6 +37,34 @@ export function runCli(args: string[], env: NodeJS.ProcessEnv, cwd?: string): Pr
   });
 }
 
+/**
+ * runCli for a command that may never end (a loop deaf to SIGTERM: issue of the second walkthrough,
+ * point 3): past `ms` it is killed by its pid with SIGKILL and the answer is a failure that says so
+ * and shows its output. A deadline on the test, never a speed asserted.
+ */
+export function runCliWithin(ms: number, args: string[], env: NodeJS.ProcessEnv, cwd?: string): Promise<CliResult> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [BIN, ...args], {
+      env: { ...process.env, ...env },
+      cwd,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    reapAtExit(child);
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk: Buffer) => void (stdout += chunk.toString()));
+    child.stderr.on('data', (chunk: Buffer) => void (stderr += chunk.toString()));
+    const deadline = setTimeout(() => {
+      process.kill(child.pid!, 'SIGKILL');
+      reject(new Error(`plant-store ${args.join(' ')} was still running after ${ms} ms: ${stderr}${stdout}`));
+    }, ms);
+    child.once('close', (code, signal) => {
+      clearTimeout(deadline);
+      resolve({ code: code ?? (signal === null ? 1 : 128), stdout, stderr });
+    });
+  });
+}
+
 export interface ServerProcess {
   readonly child: ChildProcess;
   readonly url: string;
@@ -29,7 +74,18 @@ export interface ServerProcess {
   stop(): Promise<number | null>;
 }
 
-/** Starts `plant-store serve` on a free port and waits until every worker logs where it listens. */
+/**
+ * Starts `plant-store serve` on a free port and waits until every worker logs where it listens.
+ * The overload guard is off unless `env` sets MAX_EVENT_LOOP_DELAY: these tests prove restarts,
+ * reloads and deliveries, and on a machine with a core kept busy (`.ci/run`'s second run) a
+ * server's event loop can lag a second behind, which the guard answers with 503 by design.
+ * test/http/overload.test.ts proves the guard itself.
+ * SHUTDOWN_GRACE is 4 s unless `env` sets it, so the Keep-Alive timeout (half of it) is 2 s: with
+ * the default 10 s, each stop waited out a client's idle keep-alive connection (fetch keeps them:
+ * 3 s a stop, measured). A test whose client must find its connection still open after seconds
+ * idle, or that runs deploy/nginx.conf (its upstream keepalive_timeout, 2 s, must stay below the
+ * instances'), sets the shipped default.
+ */
 export async function startServer(
   env: NodeJS.ProcessEnv,
   cwd?: string,
@@ -39,11 +95,12 @@ export async function startServer(
   const workersAt = args.indexOf('--workers');
   const listeners = workersAt >= 0 ? Number(args[workersAt + 1]) : 1;
   const child = spawn(process.execPath, [BIN, 'serve', ...args], {
-    env: { ...process.env, PORT: '0', LOG_LEVEL: 'info', ...env },
+    env: { ...process.env, PORT: '0', LOG_LEVEL: 'info', MAX_EVENT_LOOP_DELAY: 'off', SHUTDOWN_GRACE: '4s', ...env },
     cwd,
     detached, // its own process group, for tests that signal the whole group
     stdio: ['ignore', 'pipe', 'pipe'],
   });
+  reapAtExit(child);
   let out = '';
   let errors = '';
   child.stdout.on('data', (chunk: Buffer) => void (out += chunk.toString()));

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { type ServerProcess, runCli, startServer, callServer } from '../process.js';
+import { eventually } from '../support/eventually.js';
 import { scratchSchema, stopSharedPostgres } from '../support/postgres.js';
 import { Receiver } from './webhook-receiver.js';
 
@@ -20,11 +21,9 @@ const FAST_RETRIES = '0s,300ms,300ms,300ms,300ms,300ms,300ms,300ms';
 
 type T = { after: (fn: () => unknown) => void };
 
-async function database(engine: string, t: T, name: string): Promise<string> {
-  if (engine === 'sqlite') return `sqlite:${join(dir, `${name}.db`)}`;
-  const scratch = await scratchSchema();
-  t.after(() => scratch.drop());
-  return scratch.url;
+async function database(engine: string, name: string): Promise<{ url: string; drop(): Promise<void> }> {
+  if (engine === 'sqlite') return { url: `sqlite:${join(dir, `${name}.db`)}`, drop: async () => {} };
+  return scratchSchema();
 }
 
 interface Setup {
@@ -34,8 +33,17 @@ interface Setup {
 }
 
 async function setup(engine: string, t: T, name: string, instances = 1, extra: NodeJS.ProcessEnv = {}): Promise<Setup> {
+  const db = await database(engine, name);
+  const servers: ServerProcess[] = [];
+  // One hook, in this order: the servers stop before their schema is dropped (node runs
+  // after-hooks in the order they were registered, and a drop under a running dispatcher can
+  // deadlock with it).
+  t.after(async () => {
+    await Promise.all(servers.map((server) => server.stop()));
+    await db.drop();
+  });
   const env = {
-    DATABASE_URL: await database(engine, t, name),
+    DATABASE_URL: db.url,
     WEBHOOK_ALLOW_PRIVATE: '1',
     WEBHOOK_RETRY_SCHEDULE: FAST_RETRIES,
     RATE_LIMIT: 'off',
@@ -44,12 +52,7 @@ async function setup(engine: string, t: T, name: string, instances = 1, extra: N
   const minted = await runCli(['token', 'create', '--subject', 'alice', '--scopes', SCOPES, '--json'], env);
   assert.equal(minted.code, 0, minted.stderr);
   const { token } = JSON.parse(minted.stdout) as { token: string };
-  const servers: ServerProcess[] = [];
-  for (let i = 0; i < instances; i++) {
-    const server = await startServer(env);
-    t.after(() => server.stop());
-    servers.push(server);
-  }
+  for (let i = 0; i < instances; i++) servers.push(await startServer(env));
   return { env, token, servers };
 }
 
@@ -78,12 +81,8 @@ async function deliveries(s: Setup, webhookId: string) {
   }>;
 }
 
-async function waitFor(check: () => Promise<boolean>, ms = 20_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`not reached within ${ms} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
+async function waitFor(what: string, check: () => Promise<boolean>): Promise<void> {
+  await eventually(async () => ((await check()) ? true : undefined), what, 20_000);
 }
 
 for (const engine of ['sqlite', 'postgres']) {
@@ -120,7 +119,9 @@ for (const engine of ['sqlite', 'postgres']) {
       assert.equal((await callServer(s.servers[0]!, s.token, 'POST', '/plants', bodies[1])).status, 200);
       // The attempt is recorded once the receiver has answered: wait for the records, then check them.
       const hookId = (await subscribeList(s))[0]!;
-      await waitFor(async () => (await deliveries(s, hookId)).every((d) => d.status !== 'pending'));
+      await waitFor('no delivery pending', async () =>
+        (await deliveries(s, hookId)).every((d) => d.status !== 'pending'),
+      );
       const listed = await deliveries(s, hookId);
       assert.equal(listed.length, 4);
       assert.ok(listed.every((d) => d.status === 'delivered' && d.attempts === 1 && d.lastStatus === 200));
@@ -134,7 +135,7 @@ for (const engine of ['sqlite', 'postgres']) {
       const hook = await subscribe(s, receiver);
       assert.equal((await callServer(s.servers[0]!, s.token, 'POST', '/plants', '{"id":1,"name":"fern"}')).status, 200);
       await receiver.until((r) => r.length >= 1);
-      await waitFor(async () => (await deliveries(s, hook.id))[0]?.status === 'delivered');
+      await waitFor('the delivery delivered', async () => (await deliveries(s, hook.id))[0]?.status === 'delivered');
       const [delivery] = await deliveries(s, hook.id);
       assert.equal(delivery!.attempts, 3);
       assert.equal(delivery!.lastStatus, 200);
@@ -155,7 +156,7 @@ for (const engine of ['sqlite', 'postgres']) {
         }>;
         return list[0]!.status;
       };
-      await waitFor(async () => (await status()) === 'disabled');
+      await waitFor('the webhook disabled', async () => (await status()) === 'disabled');
       const [delivery] = await deliveries(s, hook.id);
       assert.equal(delivery!.status, 'failed');
       assert.equal(delivery!.attempts, 1);
@@ -184,7 +185,9 @@ for (const engine of ['sqlite', 'postgres']) {
           200,
         );
       }
-      await waitFor(async () => (await deliveries(s, hook.id)).some((d) => d.lastError === 'connection refused'));
+      await waitFor('an attempt refused a connection', async () =>
+        (await deliveries(s, hook.id)).some((d) => d.lastError === 'connection refused'),
+      );
       await receiver.start(); // back on the same port
       await receiver.until((r) => new Set(r.map((x) => x.id)).size >= count);
       const { bodies } = receiver.byId();

@@ -1,11 +1,12 @@
 import { randomBytes } from 'node:crypto';
-import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
+import { chmodSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { type LoadedEmbeddedPostgres, loadEmbeddedPostgres } from './embedded-postgres.js';
-import { PostgresStore, createPool } from '../../src/store/postgres.js';
+import { createPool } from '../../src/store/postgres-connection.js';
+import { PostgresStore } from '../../src/store/postgres.js';
 import type { Store } from '../../src/store/store.js';
 
 /**
@@ -25,7 +26,41 @@ export interface ThrowawayPostgres {
   stop(): Promise<void>;
 }
 
+/** The first port of the kernel's range for ports it picks itself (a listen on 0, an outgoing connection). */
+function firstAutomaticPort(): number {
+  try {
+    return Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0]) || 32768;
+  } catch {
+    return 32768; // Linux's default
+  }
+}
+
+/** Whether a listener can take 127.0.0.1:`port` now. */
+function listenable(port: number): Promise<boolean> {
+  const server = createServer();
+  return new Promise((resolve) => {
+    server.once('error', () => resolve(false));
+    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
+  });
+}
+
+/**
+ * A port nothing listens on, for a server the test starts there and may restart there. It is taken
+ * below the kernel's range for automatic ports: a port of that range, once free, may be given at
+ * any moment to another process's outgoing connection or `listen(0)` (every test file runs beside
+ * others), and a restart on it then fails with EADDRINUSE. Below it, only another test's freePort
+ * could pick the same port, at random among thousands.
+ */
 export async function freePort(): Promise<number> {
+  const high = firstAutomaticPort();
+  const low = 10_000;
+  if (high - low >= 1000) {
+    for (let attempt = 0; attempt < 100; attempt++) {
+      const port = low + Math.floor(Math.random() * (high - low));
+      if (await listenable(port)) return port;
+    }
+  }
+  // No room below the automatic range: one the kernel picks.
   const server = createServer();
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as { port: number };
@@ -139,7 +174,18 @@ export async function scratchSchema(): Promise<Scratch> {
       const client = new pg.Client({ connectionString: base });
       await client.connect();
       try {
-        await client.query(`DROP SCHEMA ${schema} CASCADE`);
+        // A server of the test may still run on the schema (node runs after-hooks in the order
+        // they were registered, and the drop is often registered first). DROP ... CASCADE locks
+        // table after table, so a transaction of that server can deadlock with it; PostgreSQL
+        // then cancels one of the two, and when it is the drop, it is tried again.
+        for (let attempt = 1; ; attempt++) {
+          try {
+            await client.query(`DROP SCHEMA ${schema} CASCADE`);
+            return;
+          } catch (error) {
+            if ((error as { code?: string }).code !== '40P01' || attempt === 5) throw error;
+          }
+        }
       } finally {
         await client.end();
       }
