@@ -9,7 +9,7 @@ import type { WebhookBacklog } from './store.js';
 
 // The pending deliveries through the partial index deliveries_due, which holds them and nothing
 // else; the events behind the cursor as a range of the primary key from the cursor, owed only
-// while a webhook is active (postgres-events.ts, fanOut). The LIMIT, far above any backlog, keeps
+// while a webhook is active (postgres-deliveries.ts, fanOut). The LIMIT, far above any backlog, keeps
 // that range one plain index scan: without it the planner, not knowing the cursor, plans a third
 // of the table and starts parallel workers, 10 ms even when the cursor is at the end (0.1 ms with
 // it). The oldest is the first made, read by its id; its age is on the database's clock, the one

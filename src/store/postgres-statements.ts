@@ -1,3 +1,6 @@
+import type pg from 'pg';
+import { classifyPostgresError } from './postgres-errors.js';
+
 // The SQL of the PostgreSQL adapter: every statement is named and prepared once per connection.
 
 // pg reads BIGINT as text, never as a JS number. (A cast here, `id::text`, would make ORDER BY id
@@ -11,6 +14,8 @@ export const DB_NOW_MS = '(extract(epoch FROM now()) * 1000)::bigint';
 export const EVENT_ORDER_LOCK = 7_316_002;
 /** The LISTEN/NOTIFY channel that says "events committed". */
 export const EVENT_CHANNEL = 'plant_store_events';
+/** Whether any webhook is active: events are owed deliveries only then (the delivery cursor, docs/events.md). */
+export const ANY_ACTIVE = "EXISTS (SELECT 1 FROM webhooks WHERE status = 'active')";
 
 /** Plants in id order from $n+1, at most $n+2 of them, filtered by equality on `columns` ($1…$n). */
 function list(columns: string[]): string {
@@ -29,7 +34,7 @@ function list(columns: string[]): string {
  * after the change itself (its row locks), only when there is an event to write, and is held just
  * for the event inserts and the commit. The NOTIFY goes out at the commit, to wake dispatchers and
  * change feeds on every instance. Deliveries are not made here but by the dispatchers, from the
- * log behind a cursor (postgres-events.ts, fanOut): a create costs one event row whatever the webhooks.
+ * log behind a cursor (postgres-deliveries.ts, fanOut): a create costs one event row whatever the webhooks.
  */
 function withEvents(change: string, type: string): string {
   return `WITH ${change},
@@ -82,3 +87,16 @@ export const STATEMENTS = {
   tokenAll: 'SELECT * FROM api_tokens ORDER BY created_at, id',
   tokenRevoke: `UPDATE api_tokens SET revoked_at = coalesce(revoked_at, ${DB_NOW_MS}) WHERE id = $1`,
 } as const;
+
+/** One named, prepared statement: parsed once per connection. */
+export async function runStatement<R extends pg.QueryResultRow>(
+  pool: pg.Pool,
+  name: keyof typeof STATEMENTS,
+  values: unknown[],
+): Promise<pg.QueryResult<R>> {
+  try {
+    return await pool.query<R>({ name, text: STATEMENTS[name], values });
+  } catch (error) {
+    throw classifyPostgresError(error);
+  }
+}

@@ -1,23 +1,39 @@
 import type pg from 'pg';
-import { classifyPostgresError, inTransaction } from './postgres-errors.js';
-import { type Row, fanOutHoldingEvents, toDelivery, toWebhook } from './postgres-events.js';
+import { fanOutHoldingEvents } from './postgres-deliveries.js';
+import { inTransaction } from './postgres-errors.js';
+import { type Row, queryRows, toDelivery, toWebhook } from './postgres-rows.js';
 import { DB_NOW_MS } from './postgres-statements.js';
 import {
   type AttemptRecord,
   type DeliveryRecord,
   type DisabledReason,
+  type NewWebhookRecord,
   PING_TYPE,
   type WebhookPatch,
   type WebhookRecord,
 } from './store.js';
 
-// Webhook management of interface 1.2.0 on PostgreSQL (PATCH, secret rotation, ping, recover, the
-// attempt log). Times are the database's clock, as everywhere in postgres-events.ts.
+// Webhooks on PostgreSQL: created, listed, deleted and enabled, and their management of interface
+// 1.2.0 (PATCH, secret rotation, ping, recover, the attempt log). Times are the database's clock,
+// as everywhere in the PostgreSQL adapter.
 
 const NOW = DB_NOW_MS;
 const OWNED = '($2::text IS NULL OR owner = $2)';
 
 const SQL = {
+  // Run after the owner's advisory lock, in the same transaction: the count sees every webhook
+  // committed before it, so two creates at once cannot pass the limit together.
+  lockOwner: "SELECT pg_advisory_xact_lock(hashtext('plant-store webhooks ' || $1::text))",
+  createWebhook: `INSERT INTO webhooks (id, owner, all_plants, url, events, status, secret, created_at, description)
+    SELECT $1, $2, $3, $4, $5, $6, $7, $9, $10
+    WHERE (SELECT count(*) FROM webhooks WHERE owner = $2) < $8 RETURNING id`,
+  listWebhooks: `SELECT * FROM webhooks WHERE ($1::text IS NULL OR owner = $1) ORDER BY created_at, id`,
+  deleteWebhook: `WITH w AS (DELETE FROM webhooks WHERE id = $1 AND ${OWNED} RETURNING id),
+    d AS (DELETE FROM deliveries WHERE webhook_id IN (SELECT id FROM w) RETURNING id),
+    a AS (DELETE FROM delivery_attempts WHERE delivery_id IN (SELECT id FROM d))
+    SELECT id FROM w`,
+  enableWebhook: `UPDATE webhooks SET status = 'active', failing_since = NULL, disabled_reason = NULL
+    WHERE id = $1 AND ${OWNED} RETURNING id`,
   lock: `SELECT status FROM webhooks WHERE id = $1 AND ${OWNED} FOR UPDATE`,
   // $6: the new status or null. Disabled by its owner only when active: one already disabled keeps
   // its reason; made active as enable does (its failure streak forgotten).
@@ -50,12 +66,35 @@ const SQL = {
 export class PostgresWebhooks {
   constructor(private readonly pool: pg.Pool) {}
 
-  private async query(text: string, values: unknown[]): Promise<Row[]> {
-    try {
-      return (await this.pool.query<Row>(text, values)).rows;
-    } catch (error) {
-      throw classifyPostgresError(error);
-    }
+  private query(text: string, values: unknown[]): Promise<Row[]> {
+    return queryRows(this.pool, text, values);
+  }
+
+  async create(w: NewWebhookRecord, max: number): Promise<boolean> {
+    const values = [
+      ...[w.id, w.owner, w.allPlants, w.url, w.events.join(' '), w.status, w.secret],
+      ...[max, w.createdAt, w.description ?? ''],
+    ];
+    return inTransaction(this.pool, async (client) => {
+      await client.query(SQL.lockOwner, [w.owner]);
+      await fanOutHoldingEvents(client); // the events so far go to the webhooks of their time, not to this one
+      return (await client.query(SQL.createWebhook, values)).rows.length === 1;
+    });
+  }
+
+  async list(owner: string | null): Promise<WebhookRecord[]> {
+    return (await this.query(SQL.listWebhooks, [owner])).map(toWebhook);
+  }
+
+  async delete(id: string, owner: string | null): Promise<boolean> {
+    return (await this.query(SQL.deleteWebhook, [id, owner])).length === 1;
+  }
+
+  async enable(id: string, owner: string | null): Promise<boolean> {
+    return inTransaction(this.pool, async (client) => {
+      await fanOutHoldingEvents(client); // the events of its disabled time are not owed to it
+      return (await client.query(SQL.enableWebhook, [id, owner])).rows.length === 1;
+    });
   }
 
   async update(

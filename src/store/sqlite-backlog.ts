@@ -12,7 +12,7 @@ export function prepareBacklogStatements(db: Database.Database) {
     pending: q(`SELECT count(*) AS n, min(id) AS first FROM deliveries INDEXED BY deliveries_due_by_webhook
       WHERE status = 'pending'`),
     madeAt: q('SELECT created_at FROM deliveries WHERE id = ?').pluck(),
-    // Events not yet fanned out, owed only while a webhook is active (SqliteEvents.fanOut): a range
+    // Events not yet fanned out, owed only while a webhook is active (SqliteDeliveries.fanOut): a range
     // of the primary key from the cursor.
     behind: q(`SELECT count(*) AS n, min(id) AS first FROM events
       WHERE id > (SELECT fanned_through FROM delivery_cursor) AND EXISTS (SELECT 1 FROM webhooks WHERE status = 'active')`),
@@ -28,7 +28,7 @@ interface Counted {
   first: bigint | null;
 }
 
-/** `now`: the clock that stamped the rows (SqliteEvents'). */
+/** `now`: the clock that stamped the rows (the event side's: this machine's). */
 export function readBacklog(sql: Statements, now: number): WebhookBacklog {
   const pending = sql.pending.get() as Counted;
   const behind = sql.behind.get() as Counted;

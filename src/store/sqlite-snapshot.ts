@@ -1,6 +1,7 @@
-import { closeSync, existsSync, fsyncSync, linkSync, mkdirSync, openSync, renameSync, rmSync, statSync } from 'node:fs';
+import { closeSync, existsSync, fsyncSync, linkSync, openSync, renameSync, rmSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import Database from 'better-sqlite3';
+import { FolderError, makeFolder } from './folder.js';
 import { FIRST_ID, LAST_ID, type PlantRecord } from './store.js';
 
 // One snapshot of a SQLite file, read page by page (`plant-store export`) or copied whole
@@ -112,7 +113,12 @@ export async function backupSqlite(
       );
     }
   }
-  mkdirSync(dirname(destination), { recursive: true });
+  try {
+    makeFolder(dirname(destination));
+  } catch (error) {
+    if (!(error instanceof FolderError)) throw error;
+    throw new BackupRefusedError(`${error.message}: give a file in a folder this process can create or write`);
+  }
   const partial = `${destination}.partial-${process.pid}`;
   const db = openSnapshot(source);
   try {

@@ -1,16 +1,19 @@
 import type Database from 'better-sqlite3';
-import { type DeliveryRow, type SqliteEvents, type WebhookRow, toDelivery, toWebhook } from './sqlite-events.js';
+import type { SqliteDeliveries } from './sqlite-deliveries.js';
+import { type DeliveryRow, type WebhookRow, toDelivery, toWebhook } from './sqlite-rows.js';
 import {
   type AttemptRecord,
   type DeliveryRecord,
   type DisabledReason,
+  type NewWebhookRecord,
   PING_TYPE,
   type WebhookPatch,
   type WebhookRecord,
 } from './store.js';
 
-// Webhook management of interface 1.2.0 on SQLite (PATCH, secret rotation, ping, recover, the
-// attempt log). Each method runs inside the caller's write transaction, or is a read.
+// Webhooks on SQLite: created, listed, deleted and enabled, and their management of interface
+// 1.2.0 (PATCH, secret rotation, ping, recover, the attempt log). Each method runs inside the
+// caller's write transaction, or is a read.
 
 interface AttemptRow {
   attempt: bigint;
@@ -26,6 +29,17 @@ const OWNED = '(? IS NULL OR owner = ?)';
 export function prepareWebhookStatements(db: Database.Database) {
   const q = (sql: string) => db.prepare(sql).safeIntegers(true);
   return {
+    countWebhooks: q('SELECT count(*) FROM webhooks WHERE owner = ?').pluck(),
+    insertWebhook: q(`INSERT INTO webhooks (id, owner, all_plants, url, events, status, secret, created_at, description)
+      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`),
+    listWebhooks: q(`SELECT * FROM webhooks WHERE ${OWNED} ORDER BY created_at, id`),
+    deleteWebhook: q(`DELETE FROM webhooks WHERE id = ? AND ${OWNED}`),
+    deleteWebhookDeliveries: q('DELETE FROM deliveries WHERE webhook_id = ?'),
+    deleteWebhookAttempts: q(
+      'DELETE FROM delivery_attempts WHERE delivery_id IN (SELECT id FROM deliveries WHERE webhook_id = ?)',
+    ),
+    enableWebhook: q(`UPDATE webhooks SET status = 'active', failing_since = NULL, disabled_reason = NULL
+      WHERE id = ? AND ${OWNED}`),
     find: q(`SELECT * FROM webhooks WHERE id = ? AND ${OWNED}`),
     patch: q(`UPDATE webhooks SET url = coalesce(?, url), events = coalesce(?, events),
       description = coalesce(?, description) WHERE id = ?`),
@@ -51,9 +65,42 @@ type Statements = ReturnType<typeof prepareWebhookStatements>;
 export class SqliteWebhooks {
   constructor(
     private readonly sql: Statements,
-    private readonly events: SqliteEvents,
+    private readonly deliveries: SqliteDeliveries,
     private readonly now: () => number = Date.now,
   ) {}
+
+  create(w: NewWebhookRecord, max: number): boolean {
+    if ((this.sql.countWebhooks.get(w.owner) as bigint) >= BigInt(max)) return false;
+    this.deliveries.fanOut(Infinity, 'jump'); // the events so far go to the webhooks of their time, not to this one
+    this.sql.insertWebhook.run(
+      w.id,
+      w.owner,
+      w.allPlants ? 1 : 0,
+      w.url,
+      w.events.join(' '),
+      w.status,
+      w.secret,
+      w.createdAt,
+      w.description ?? '',
+    );
+    return true;
+  }
+
+  list(owner: string | null): WebhookRecord[] {
+    return (this.sql.listWebhooks.all(owner, owner) as WebhookRow[]).map(toWebhook);
+  }
+
+  delete(id: string, owner: string | null): boolean {
+    if (this.sql.deleteWebhook.run(id, owner, owner).changes === 0) return false;
+    this.sql.deleteWebhookAttempts.run(id);
+    this.sql.deleteWebhookDeliveries.run(id);
+    return true;
+  }
+
+  enable(id: string, owner: string | null): boolean {
+    this.deliveries.fanOut(Infinity, 'jump'); // the events of its disabled time are not owed to it
+    return this.sql.enableWebhook.run(id, owner, owner).changes === 1;
+  }
 
   private find(id: string, owner: string | null): WebhookRecord | undefined {
     const row = this.sql.find.get(id, owner, owner) as WebhookRow | undefined;
@@ -68,7 +115,7 @@ export class SqliteWebhooks {
     const before = this.find(id, owner);
     if (before === undefined) return undefined;
     // The events so far go to the webhooks of their time (docs/events.md, the delivery cursor).
-    if (patch.events !== undefined || patch.status !== undefined) this.events.fanOut(Infinity, 'jump');
+    if (patch.events !== undefined || patch.status !== undefined) this.deliveries.fanOut(Infinity, 'jump');
     this.sql.patch.run(patch.url ?? null, patch.events?.join(' ') ?? null, patch.description ?? null, id);
     let disabled = false;
     if (patch.status === 'disabled') {

@@ -86,7 +86,7 @@ export const postgresMigrations: readonly Migration[] = [
     version: 3,
     name: 'delivery cursor',
     sql: `
-      -- Deliveries are made from the event log behind a cursor (store/postgres-events.ts, fanOut),
+      -- Deliveries are made from the event log behind a cursor (store/postgres-deliveries.ts, fanOut),
       -- not by each create: every event through fanned_through has its deliveries. Version 2 made
       -- them in the create's transaction, so every event committed so far has them already.
       CREATE TABLE delivery_cursor (one INTEGER PRIMARY KEY CHECK (one = 1), fanned_through BIGINT NOT NULL);

@@ -1,5 +1,7 @@
 import type Database from 'better-sqlite3';
 import { pingPayload } from './event-payload.js';
+import type { SqliteEventLog } from './sqlite-event-log.js';
+import { type DeliveryRow, num, toDelivery } from './sqlite-rows.js';
 import {
   type AttemptOutcome,
   type AttemptRecorded,
@@ -7,54 +9,13 @@ import {
   type DeliveryRecord,
   type DeliveryType,
   type DisabledReason,
-  type EventRecord,
-  type EventRow,
-  type EventType,
-  type NewWebhookRecord,
   PING_TYPE,
-  type WebhookRecord,
 } from './store.js';
 
-// The SQL of events, webhooks and deliveries on SQLite. Every statement runs synchronously on the
-// store's one connection; every write runs inside the group commit's transaction (SqliteStore),
+// Deliveries on SQLite: made from the event log behind a cursor (fanOut), leased by the
+// dispatchers, their attempts recorded, listed and retried. Every statement runs synchronously on
+// the store's one connection; every write runs inside the group commit's transaction (SqliteStore),
 // so none of them waits inside SQLite for another process's lock.
-
-interface StoredEvent {
-  id: bigint;
-  type: EventType;
-  owner: string;
-  payload: string;
-  created_at: bigint;
-}
-
-export interface WebhookRow {
-  id: string;
-  owner: string;
-  all_plants: bigint;
-  url: string;
-  events: string;
-  status: 'active' | 'disabled';
-  secret: string;
-  created_at: bigint;
-  description: string;
-  failing_since: bigint | null;
-  disabled_reason: DisabledReason | null;
-  previous_secret: string | null;
-  previous_secret_until: bigint | null;
-}
-
-export interface DeliveryRow {
-  id: bigint;
-  webhook_id: string;
-  event_id: bigint;
-  type: DeliveryType;
-  status: DeliveryRecord['status'];
-  attempts: bigint;
-  last_status: bigint | null;
-  last_error: string | null;
-  next_attempt_at: bigint | null;
-  created_at: bigint;
-}
 
 interface ClaimRow {
   id: bigint;
@@ -70,37 +31,6 @@ interface ClaimRow {
   previous_secret: string | null;
   previous_secret_until: bigint | null;
 }
-
-const num = (v: bigint | null): number | null => (v === null ? null : Number(v));
-
-export const toWebhook = (r: WebhookRow): WebhookRecord => ({
-  id: r.id,
-  owner: r.owner,
-  allPlants: r.all_plants === 1n,
-  url: r.url,
-  events: r.events.split(' ') as EventType[],
-  status: r.status,
-  secret: r.secret,
-  createdAt: Number(r.created_at),
-  description: r.description,
-  failingSince: num(r.failing_since),
-  disabledReason: r.disabled_reason,
-  previousSecret: r.previous_secret,
-  previousSecretUntil: num(r.previous_secret_until),
-});
-
-export const toDelivery = (r: DeliveryRow): DeliveryRecord => ({
-  id: r.id,
-  webhookId: r.webhook_id,
-  eventId: r.type === PING_TYPE ? null : r.event_id,
-  type: r.type,
-  status: r.status,
-  attempts: Number(r.attempts),
-  lastStatus: num(r.last_status),
-  lastError: r.last_error,
-  nextAttemptAt: num(r.next_attempt_at),
-  createdAt: Number(r.created_at),
-});
 
 const toClaimed = (r: ClaimRow): ClaimedDelivery => ({
   id: r.id,
@@ -122,10 +52,9 @@ const toClaimed = (r: ClaimRow): ClaimedDelivery => ({
 /** `owner = ?` or, for null (an admin, an operator), every row. */
 const OWNED = '(? IS NULL OR owner = ?)';
 
-export function prepareEventStatements(db: Database.Database) {
+export function prepareDeliveryStatements(db: Database.Database) {
   const q = (sql: string) => db.prepare(sql).safeIntegers(true);
   return {
-    insertEvent: q('INSERT INTO events (type, owner, plant_id, payload, created_at) VALUES (?, ?, ?, ?, ?)'),
     cursor: q('SELECT fanned_through FROM delivery_cursor').pluck(),
     moveCursor: q('UPDATE delivery_cursor SET fanned_through = ?'),
     anyActive: q("SELECT EXISTS (SELECT 1 FROM webhooks WHERE status = 'active')").pluck(),
@@ -138,40 +67,6 @@ export function prepareEventStatements(db: Database.Database) {
         ON w.status = 'active' AND (w.owner = e.owner OR w.all_plants = 1)
         AND instr(' ' || w.events || ' ', ' ' || e.type || ' ') > 0
       WHERE e.id > ? AND e.id <= ? ORDER BY e.id, w.id`),
-    // The log's reads (logReads): as EventRecords for the streams, as EventRows for the JSON pages.
-    records: logReads('id, type, owner, payload, created_at', q),
-    rows: logReads('CAST(id AS TEXT), type, payload, created_at', (sql) =>
-      db.prepare(sql).safeIntegers(false).raw(true),
-    ),
-    horizon: q('SELECT pruned_through FROM event_horizon').pluck(),
-    lastId: q("SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'events'), 0)").pluck(),
-    // Never past the cursor while a webhook is active: an event not yet fanned out keeps its row.
-    // Read in id order below the first event still kept (found through events_created_at), so a log
-    // with nothing old yet costs an index lookup, not a scan of every event in the writer's turn.
-    oldEvents: q(`SELECT id FROM events
-      WHERE id < coalesce((SELECT id FROM events WHERE created_at >= :before ORDER BY created_at LIMIT 1), 9223372036854775807)
-        AND created_at < :before
-        AND (id <= (SELECT fanned_through FROM delivery_cursor) OR NOT EXISTS (SELECT 1 FROM webhooks WHERE status = 'active'))
-      ORDER BY id LIMIT :limit`).pluck(),
-    pruneEvents: q('DELETE FROM events WHERE id <= ? AND created_at < ?'),
-    raiseHorizon: q('UPDATE event_horizon SET pruned_through = max(pruned_through, ?)'),
-    // The same rows, twice in one transaction: first their attempts, then the deliveries.
-    pruneAttempts: q(`DELETE FROM delivery_attempts WHERE delivery_id IN
-      (SELECT id FROM deliveries WHERE created_at < ? AND status != ? ORDER BY created_at, id LIMIT ?)`),
-    pruneDeliveries: q(
-      'DELETE FROM deliveries WHERE id IN (SELECT id FROM deliveries WHERE created_at < ? AND status != ? ORDER BY created_at, id LIMIT ?)',
-    ),
-    countWebhooks: q('SELECT count(*) FROM webhooks WHERE owner = ?').pluck(),
-    insertWebhook: q(`INSERT INTO webhooks (id, owner, all_plants, url, events, status, secret, created_at, description)
-      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`),
-    listWebhooks: q(`SELECT * FROM webhooks WHERE ${OWNED} ORDER BY created_at, id`),
-    deleteWebhook: q(`DELETE FROM webhooks WHERE id = ? AND ${OWNED}`),
-    deleteWebhookDeliveries: q('DELETE FROM deliveries WHERE webhook_id = ?'),
-    deleteWebhookAttempts: q(
-      'DELETE FROM delivery_attempts WHERE delivery_id IN (SELECT id FROM deliveries WHERE webhook_id = ?)',
-    ),
-    enableWebhook: q(`UPDATE webhooks SET status = 'active', failing_since = NULL, disabled_reason = NULL
-      WHERE id = ? AND ${OWNED}`),
     findWebhook: q(`SELECT id FROM webhooks WHERE id = ? AND ${OWNED}`).pluck(),
     listDeliveries: q('SELECT * FROM deliveries WHERE webhook_id = ? ORDER BY id DESC LIMIT ?'),
     // The lease stays: a delivery in flight is not put in flight a second time.
@@ -216,50 +111,15 @@ export function prepareEventStatements(db: Database.Database) {
   };
 }
 
-type Statements = ReturnType<typeof prepareEventStatements>;
-type LogReads = ReturnType<typeof logReads>;
+type Statements = ReturnType<typeof prepareDeliveryStatements>;
 
-/**
- * The four reads of the log, of `columns` in id order: every owner's events or one's, of every type
- * or of those in a JSON array (?types=, issue 23: the range on id stays the index's, the type a filter).
- */
-function logReads(columns: string, prepare: (sql: string) => Database.Statement) {
-  const read = (where: string) => prepare(`SELECT ${columns} FROM events WHERE ${where} ORDER BY events.id LIMIT ?`);
-  const ofTypes = 'type IN (SELECT value FROM json_each(?))';
-  return {
-    all: read('id > ?'),
-    owner: read('owner = ? AND id > ?'),
-    allOfTypes: read(`id > ? AND ${ofTypes}`),
-    ownerOfTypes: read(`owner = ? AND id > ? AND ${ofTypes}`),
-  };
-}
-
-function readLog(
-  reads: LogReads,
-  after: bigint,
-  owner: string | null,
-  limit: number,
-  types: readonly EventType[] | null,
-): unknown[] {
-  const list = types === null ? null : JSON.stringify(types);
-  if (owner === null) return list === null ? reads.all.all(after, limit) : reads.allOfTypes.all(after, list, limit);
-  return list === null ? reads.owner.all(owner, after, limit) : reads.ownerOfTypes.all(owner, after, list, limit);
-}
-
-/** Events, webhooks and deliveries over one SQLite connection; `now` is this machine's clock. */
-export class SqliteEvents {
+/** Deliveries over one SQLite connection; `now` is this machine's clock. */
+export class SqliteDeliveries {
   constructor(
     private readonly sql: Statements,
+    private readonly log: SqliteEventLog,
     private readonly now: () => number = Date.now,
   ) {}
-
-  /**
-   * Inside the caller's transaction: the event. Its deliveries are made later, behind the cursor
-   * (fanOut), so a create costs one row whatever the webhooks.
-   */
-  record(type: EventType, owner: string, plantId: bigint, payload: string): void {
-    this.sql.insertEvent.run(type, owner, plantId, payload, this.now());
-  }
 
   /**
    * Inside the caller's write transaction: makes the deliveries of up to `limit` events after the
@@ -269,7 +129,7 @@ export class SqliteEvents {
    */
   fanOut(limit: number, idle: 'jump' | 'skip'): void {
     const from = this.sql.cursor.get() as bigint;
-    const newest = this.lastEventId();
+    const newest = this.log.lastEventId();
     if (newest <= from) return;
     if (this.sql.anyActive.get() === 0n) {
       if (idle === 'jump') this.sql.moveCursor.run(newest);
@@ -279,75 +139,6 @@ export class SqliteEvents {
     if (through === null) return;
     this.sql.fanOut.run(from, through);
     this.sql.moveCursor.run(through);
-  }
-
-  readEvents(after: bigint, owner: string | null, limit: number, types: readonly EventType[] | null): EventRecord[] {
-    return (readLog(this.sql.records, after, owner, limit, types) as StoredEvent[]).map((r) => ({
-      id: r.id,
-      type: r.type,
-      owner: r.owner,
-      payload: r.payload,
-      createdAt: Number(r.created_at),
-    }));
-  }
-
-  /** Arrays straight from SQLite, the id as text: no object and no bigint made per row. */
-  readEventRows(after: bigint, owner: string | null, limit: number, types: readonly EventType[] | null): EventRow[] {
-    return readLog(this.sql.rows, after, owner, limit, types) as EventRow[];
-  }
-
-  eventHorizon(): bigint {
-    return this.sql.horizon.get() as bigint;
-  }
-
-  lastEventId(): bigint {
-    return BigInt(this.sql.lastId.get() as bigint | number);
-  }
-
-  prune(retentionMs: number, batch: number): number {
-    const before = this.now() - retentionMs;
-    const ids = this.sql.oldEvents.all({ before, limit: batch }) as bigint[];
-    let gone = 0;
-    if (ids.length > 0) {
-      const newest = ids[ids.length - 1]!;
-      gone += this.sql.pruneEvents.run(newest, before).changes;
-      this.sql.raiseHorizon.run(newest);
-    }
-    this.sql.pruneAttempts.run(before, 'pending', batch);
-    return gone + this.sql.pruneDeliveries.run(before, 'pending', batch).changes;
-  }
-
-  createWebhook(w: NewWebhookRecord, max: number): boolean {
-    if ((this.sql.countWebhooks.get(w.owner) as bigint) >= BigInt(max)) return false;
-    this.fanOut(Infinity, 'jump'); // the events so far go to the webhooks of their time, not to this one
-    this.sql.insertWebhook.run(
-      w.id,
-      w.owner,
-      w.allPlants ? 1 : 0,
-      w.url,
-      w.events.join(' '),
-      w.status,
-      w.secret,
-      w.createdAt,
-      w.description ?? '',
-    );
-    return true;
-  }
-
-  listWebhooks(owner: string | null): WebhookRecord[] {
-    return (this.sql.listWebhooks.all(owner, owner) as WebhookRow[]).map(toWebhook);
-  }
-
-  deleteWebhook(id: string, owner: string | null): boolean {
-    if (this.sql.deleteWebhook.run(id, owner, owner).changes === 0) return false;
-    this.sql.deleteWebhookAttempts.run(id);
-    this.sql.deleteWebhookDeliveries.run(id);
-    return true;
-  }
-
-  enableWebhook(id: string, owner: string | null): boolean {
-    this.fanOut(Infinity, 'jump'); // the events of its disabled time are not owed to it
-    return this.sql.enableWebhook.run(id, owner, owner).changes === 1;
   }
 
   /** In a write transaction: the deliveries of every event so far are listed, none still owed. */
@@ -418,7 +209,7 @@ export class SqliteEvents {
 
   /** 0 while events wait behind the cursor for an active webhook: fanning them out is due now. */
   nextDueInMs(): number | null {
-    if ((this.sql.cursor.get() as bigint) < this.lastEventId() && this.sql.anyActive.get() === 1n) return 0;
+    if ((this.sql.cursor.get() as bigint) < this.log.lastEventId() && this.sql.anyActive.get() === 1n) return 0;
     const now = this.now();
     const due = [this.sql.nextDue.get(now), this.sql.nextPingOfDisabled.get(now)] as Array<bigint | null>;
     const at = due.filter((d) => d !== null).reduce<bigint | null>((a, b) => (a === null || b < a ? b : a), null);

@@ -1,8 +1,9 @@
-import pg from 'pg';
+import type pg from 'pg';
 import { Batcher } from './batcher.js';
-import { classifyPostgresError, inTransaction } from './postgres-errors.js';
-import { DB_NOW_MS, EVENT_CHANNEL, EVENT_ORDER_LOCK } from './postgres-statements.js';
+import { inTransaction } from './postgres-errors.js';
 import { pingPayload } from './event-payload.js';
+import { type Row, big, optional, queryRows, toDelivery } from './postgres-rows.js';
+import { ANY_ACTIVE, DB_NOW_MS, EVENT_ORDER_LOCK } from './postgres-statements.js';
 import {
   type AttemptOutcome,
   type AttemptRecorded,
@@ -10,16 +11,12 @@ import {
   type DeliveryRecord,
   type DeliveryType,
   type DisabledReason,
-  type EventRecord,
-  type EventRow,
-  type EventType,
-  type NewWebhookRecord,
   PING_TYPE,
-  type WebhookRecord,
 } from './store.js';
 
-// Events, webhooks and deliveries on PostgreSQL. Every time here is the database's clock
-// (DB_NOW_MS): leases, retries and retention never depend on which instance's clock is right.
+// Deliveries on PostgreSQL: made from the event log behind a cursor (fanOut), leased by the
+// dispatchers, their attempts recorded, listed and retried. Every time here is the database's
+// clock (DB_NOW_MS): leases and retries never depend on which instance's clock is right.
 
 const NOW = DB_NOW_MS;
 const OWNED = '($2::text IS NULL OR owner = $2)';
@@ -29,7 +26,6 @@ const MAKE_DELIVERIES = `INSERT INTO deliveries (webhook_id, event_id, type, sta
     SELECT w.id, ev.id, ev.type, 'pending', 0, ev.created_at, ev.created_at FROM ev JOIN webhooks w
       ON w.status = 'active' AND (w.owner = ev.owner OR w.all_plants)
       AND position(' ' || ev.type || ' ' IN ' ' || w.events || ' ') > 0`;
-const ANY_ACTIVE = "EXISTS (SELECT 1 FROM webhooks WHERE status = 'active')";
 
 const SQL = {
   // A dispatcher's look: the deliveries of up to $1 events after the cursor, the cursor moved past
@@ -62,40 +58,6 @@ const SQL = {
   // Taken before a change to the set of active webhooks, until its commit: no event commits
   // meanwhile, so every event is fanned out with the webhooks active when it committed.
   holdEvents: `SELECT pg_advisory_xact_lock(${EVENT_ORDER_LOCK})`,
-  horizon: 'SELECT pruned_through FROM event_horizon',
-  lastId: 'SELECT coalesce(max(id), 0) AS id FROM events',
-  // One statement: the oldest events past retention, the horizon raised to the newest of them.
-  // Read in id order below the first event still kept (found through events_created_at), so a log
-  // with nothing old yet costs an index lookup, not a scan of every event in id order.
-  prune: `WITH gone AS (
-      DELETE FROM events WHERE id IN (SELECT id FROM events
-        WHERE id < coalesce((SELECT id FROM events WHERE created_at >= ${NOW} - $1 ORDER BY created_at LIMIT 1),
-            9223372036854775807)
-          AND created_at < ${NOW} - $1
-          AND (id <= (SELECT fanned_through FROM delivery_cursor) OR NOT ${ANY_ACTIVE}) ORDER BY id LIMIT $2)
-      RETURNING id),
-    raised AS (UPDATE event_horizon SET pruned_through = greatest(pruned_through, (SELECT max(id) FROM gone))
-      WHERE EXISTS (SELECT 1 FROM gone)),
-    -- In created_at order, so through deliveries_created_at from the oldest, never a scan of the table.
-    old AS (DELETE FROM deliveries WHERE id IN (
-      SELECT id FROM deliveries WHERE created_at < ${NOW} - $1 AND status != 'pending' ORDER BY created_at LIMIT $2)
-      RETURNING id),
-    -- Their attempt log goes with them (no foreign key: a check per attempt recorded would cost more).
-    old_attempts AS (DELETE FROM delivery_attempts WHERE delivery_id IN (SELECT id FROM old))
-    SELECT (SELECT count(*) FROM gone) + (SELECT count(*) FROM old) AS n`,
-  // Run after the owner's advisory lock, in the same transaction: the count sees every webhook
-  // committed before it, so two creates at once cannot pass the limit together.
-  lockOwner: "SELECT pg_advisory_xact_lock(hashtext('plant-store webhooks ' || $1::text))",
-  createWebhook: `INSERT INTO webhooks (id, owner, all_plants, url, events, status, secret, created_at, description)
-    SELECT $1, $2, $3, $4, $5, $6, $7, $9, $10
-    WHERE (SELECT count(*) FROM webhooks WHERE owner = $2) < $8 RETURNING id`,
-  listWebhooks: `SELECT * FROM webhooks WHERE ($1::text IS NULL OR owner = $1) ORDER BY created_at, id`,
-  deleteWebhook: `WITH w AS (DELETE FROM webhooks WHERE id = $1 AND ${OWNED} RETURNING id),
-    d AS (DELETE FROM deliveries WHERE webhook_id IN (SELECT id FROM w) RETURNING id),
-    a AS (DELETE FROM delivery_attempts WHERE delivery_id IN (SELECT id FROM d))
-    SELECT id FROM w`,
-  enableWebhook: `UPDATE webhooks SET status = 'active', failing_since = NULL, disabled_reason = NULL
-    WHERE id = $1 AND ${OWNED} RETURNING id`,
   findWebhook: `SELECT id FROM webhooks WHERE id = $1 AND ${OWNED}`,
   listDeliveries: 'SELECT * FROM deliveries WHERE webhook_id = $1 ORDER BY id DESC LIMIT $2',
   // The lease stays: a delivery in flight is not put in flight a second time.
@@ -185,42 +147,6 @@ const SQL = {
         ORDER BY d.next_attempt_at LIMIT 1) END AS wait`,
 } as const;
 
-export interface Row {
-  [column: string]: unknown;
-}
-
-const big = (v: unknown): bigint => BigInt(v as string);
-const optional = (v: unknown): number | null => (v === null ? null : Number(v));
-
-export const toWebhook = (r: Row): WebhookRecord => ({
-  id: r.id as string,
-  owner: r.owner as string,
-  allPlants: r.all_plants as boolean,
-  url: r.url as string,
-  events: (r.events as string).split(' ') as EventType[],
-  status: r.status as WebhookRecord['status'],
-  secret: r.secret as string,
-  createdAt: Number(r.created_at),
-  description: r.description as string,
-  failingSince: optional(r.failing_since),
-  disabledReason: r.disabled_reason as DisabledReason | null,
-  previousSecret: r.previous_secret as string | null,
-  previousSecretUntil: optional(r.previous_secret_until),
-});
-
-export const toDelivery = (r: Row): DeliveryRecord => ({
-  id: big(r.id),
-  webhookId: r.webhook_id as string,
-  eventId: r.type === PING_TYPE ? null : big(r.event_id),
-  type: r.type as DeliveryType,
-  status: r.status as DeliveryRecord['status'],
-  attempts: Number(r.attempts),
-  lastStatus: optional(r.last_status),
-  lastError: r.last_error as string | null,
-  nextAttemptAt: optional(r.next_attempt_at),
-  createdAt: Number(r.created_at),
-});
-
 /**
  * In a transaction about to change the set of active webhooks: every event so far fanned out, and
  * no event committing until that transaction commits (the event-order lock, held to its end), so
@@ -238,31 +164,12 @@ interface Delivered {
   readonly outcome: AttemptOutcome;
 }
 
-/**
- * A read of the log, of `columns` in id order, and its values: every owner's events or one's, of
- * every type or of `types` (?types=, issue 23: the range on id, or on (owner, id), stays the
- * index's, the type a filter).
- */
-function logRead(
-  columns: string,
-  after: bigint,
-  owner: string | null,
-  limit: number,
-  types: readonly EventType[] | null,
-): [string, unknown[]] {
-  const values: unknown[] = [after, limit];
-  let where = 'id > $1';
-  if (owner !== null) where += ` AND owner = $${values.push(owner)}`;
-  if (types !== null) where += ` AND type = ANY($${values.push(types)}::text[])`;
-  return [`SELECT ${columns} FROM events WHERE ${where} ORDER BY events.id LIMIT $2`, values];
-}
-
 /** The most delivered attempts one statement records. */
 const RECORD_BATCH = 256;
 /** A record not answered by then fails: the lease runs out and the delivery is sent again. */
 const RECORD_WAIT_MS = 15_000;
 
-export class PostgresEvents {
+export class PostgresDeliveries {
   /**
    * Delivered attempts, recorded in batches: one statement while the previous one runs, so that
    * what finishes meanwhile shares the next (a statement and a commit each would make the records,
@@ -288,85 +195,8 @@ export class PostgresEvents {
     private readonly dispatch: () => pg.Pool = () => pool,
   ) {}
 
-  private async query(text: string, values: unknown[], pool = this.pool): Promise<Row[]> {
-    try {
-      return (await pool.query<Row>(text, values)).rows;
-    } catch (error) {
-      throw classifyPostgresError(error);
-    }
-  }
-
-  async readEvents(
-    after: bigint,
-    owner: string | null,
-    limit: number,
-    types: readonly EventType[] | null,
-  ): Promise<EventRecord[]> {
-    const rows = await this.query(...logRead('id, type, owner, payload, created_at', after, owner, limit, types));
-    return rows.map((r) => ({
-      id: big(r.id),
-      type: r.type as EventType,
-      owner: r.owner as string,
-      payload: r.payload as string,
-      createdAt: Number(r.created_at),
-    }));
-  }
-
-  /**
-   * Rows as arrays (rowMode), the id as text: what a page of JSON is written from. The read orders
-   * by events.id: a bare `id` would name the text column, and 10 would come before 9.
-   */
-  async readEventRows(
-    after: bigint,
-    owner: string | null,
-    limit: number,
-    types: readonly EventType[] | null,
-  ): Promise<EventRow[]> {
-    const [text, values] = logRead('id::text, type, payload, created_at::float8', after, owner, limit, types);
-    try {
-      return (await this.pool.query<EventRow & unknown[]>({ text, values, rowMode: 'array' })).rows;
-    } catch (error) {
-      throw classifyPostgresError(error);
-    }
-  }
-
-  async eventHorizon(): Promise<bigint> {
-    return big((await this.query(SQL.horizon, []))[0]!.pruned_through);
-  }
-
-  async lastEventId(): Promise<bigint> {
-    return big((await this.query(SQL.lastId, []))[0]!.id);
-  }
-
-  async prune(retentionMs: number, batch: number): Promise<number> {
-    return Number((await this.query(SQL.prune, [retentionMs, batch]))[0]!.n);
-  }
-
-  async createWebhook(w: NewWebhookRecord, max: number): Promise<boolean> {
-    const values = [
-      ...[w.id, w.owner, w.allPlants, w.url, w.events.join(' '), w.status, w.secret],
-      ...[max, w.createdAt, w.description ?? ''],
-    ];
-    return inTransaction(this.pool, async (client) => {
-      await client.query(SQL.lockOwner, [w.owner]);
-      await fanOutHoldingEvents(client); // the events so far go to the webhooks of their time, not to this one
-      return (await client.query(SQL.createWebhook, values)).rows.length === 1;
-    });
-  }
-
-  async listWebhooks(owner: string | null): Promise<WebhookRecord[]> {
-    return (await this.query(SQL.listWebhooks, [owner])).map(toWebhook);
-  }
-
-  async deleteWebhook(id: string, owner: string | null): Promise<boolean> {
-    return (await this.query(SQL.deleteWebhook, [id, owner])).length === 1;
-  }
-
-  async enableWebhook(id: string, owner: string | null): Promise<boolean> {
-    return inTransaction(this.pool, async (client) => {
-      await fanOutHoldingEvents(client); // the events of its disabled time are not owed to it
-      return (await client.query(SQL.enableWebhook, [id, owner])).rows.length === 1;
-    });
+  private query(text: string, values: unknown[], pool = this.pool): Promise<Row[]> {
+    return queryRows(pool, text, values);
   }
 
   async listDeliveries(webhookId: string, owner: string | null, limit: number): Promise<DeliveryRecord[] | undefined> {
@@ -473,55 +303,5 @@ export class PostgresEvents {
   async nextDueInMs(): Promise<number | null> {
     const wait = (await this.query(SQL.nextDue, []))[0]!.wait;
     return wait === null ? null : Number(wait);
-  }
-}
-
-/**
- * LISTEN on a connection of its own (a pooled one would be handed to other queries), reconnecting
- * after a second when it drops. `listener` is also called on every (re)connect, since a NOTIFY sent
- * while disconnected is lost: the reader then catches up from the log.
- */
-export class EventListener {
-  private client: pg.Client | undefined;
-  private closed = false;
-  private retry: NodeJS.Timeout | undefined;
-
-  constructor(
-    private readonly url: string,
-    private readonly listener: () => void,
-  ) {
-    void this.connect();
-  }
-
-  private async connect(): Promise<void> {
-    if (this.closed) return;
-    const client = new pg.Client({ connectionString: this.url, connectionTimeoutMillis: 3000 });
-    client.on('notification', () => this.listener());
-    client.on('error', () => this.reconnect(client));
-    client.on('end', () => this.reconnect(client));
-    this.client = client;
-    try {
-      await client.connect();
-      await client.query(`LISTEN ${EVENT_CHANNEL}`);
-      this.listener();
-    } catch {
-      this.reconnect(client);
-    }
-  }
-
-  private reconnect(client: pg.Client): void {
-    if (this.client !== client || this.closed) return;
-    this.client = undefined;
-    client.end().catch(() => {});
-    this.retry = setTimeout(() => void this.connect(), 1000);
-    this.retry.unref();
-  }
-
-  async close(): Promise<void> {
-    this.closed = true;
-    clearTimeout(this.retry);
-    const client = this.client;
-    this.client = undefined;
-    await client?.end().catch(() => {});
   }
 }

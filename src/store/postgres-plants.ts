@@ -1,0 +1,251 @@
+import type pg from 'pg';
+import { Batcher, Coalescer, failed } from './batcher.js';
+import { CONNECT_TIMEOUT_MS } from './postgres-connection.js';
+import { inTransaction } from './postgres-errors.js';
+import { STATEMENTS, runStatement } from './postgres-statements.js';
+import { createdPayload } from './event-payload.js';
+import {
+  type BatchResult,
+  type CreateResult,
+  type PlantPage,
+  type PlantRecord,
+  StoreUnavailableError,
+  samePlant,
+} from './store.js';
+
+// Plants on PostgreSQL: creates and deletes that wait together become one statement each (one
+// round trip, one commit), each with its events (postgres-statements.ts); reads of one page share
+// a query; imports come in batches of one transaction.
+
+export interface PlantRow {
+  id: string;
+  owner: string;
+  name: string;
+  tag: string | null;
+}
+
+// BIGINT arrives as text and becomes a bigint here, exactly.
+export const toPlant = (row: PlantRow): PlantRecord => ({
+  id: BigInt(row.id),
+  owner: row.owner,
+  name: row.name,
+  tag: row.tag,
+});
+
+/** The most creates one INSERT carries. */
+const MAX_BATCH = 500;
+/**
+ * Create batches in flight at once: one being committed while the next is sent. Measured with
+ * `npm run bench` against 1, 2, 4 and 10: 2 was fastest (docs: BENCHMARKS.md).
+ */
+const WRITE_SLOTS = 2;
+
+/**
+ * Plants in id order. Two INSERTs that share ids (two instances' batches, an import) then meet
+ * them in the same order: one waits for the other instead of each holding a row the other needs
+ * (a deadlock, which PostgreSQL breaks after a second by failing one of them).
+ */
+const inIdOrder = (plants: PlantRecord[]): PlantRecord[] =>
+  plants.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+
+/** The first plant of each id, by id: the one a batch offers; the others are answered against it. */
+function firstOfEachId(plants: Iterable<PlantRecord>): Map<bigint, PlantRecord> {
+  const first = new Map<bigint, PlantRecord>();
+  for (const plant of plants) if (!first.has(plant.id)) first.set(plant.id, plant);
+  return first;
+}
+
+interface DeleteRequest {
+  readonly id: bigint;
+  /** Only this owner's plant; null for any (plants:admin). */
+  readonly owner: string | null;
+}
+
+/** The insertBatch statement's parameters: one array per column. */
+const columns = (plants: readonly PlantRecord[]): unknown[] => [
+  plants.map((p) => p.id),
+  plants.map((p) => p.owner),
+  plants.map((p) => p.name),
+  plants.map((p) => p.tag),
+  plants.map(createdPayload),
+];
+
+const pageKey = ({ owner, tag, fromId, limit }: PlantPage): string =>
+  JSON.stringify([owner, tag, String(fromId), limit]);
+
+export class PostgresPlants {
+  /** Reads of one page share a query, never one that started before they arrived. */
+  private readonly reads = new Coalescer<PlantRecord[]>();
+  /** Creates that wait for a connection together are one INSERT: one round trip, one commit. */
+  private readonly creates: Batcher<PlantRecord, CreateResult>;
+
+  /** Deletes that wait together are one DELETE, as creates are (see deletePlants). */
+  private readonly deletes: Batcher<DeleteRequest, boolean>;
+
+  constructor(private readonly pool: pg.Pool) {
+    this.deletes = new Batcher(
+      WRITE_SLOTS,
+      MAX_BATCH,
+      (items) => this.deletePlants(items),
+      CONNECT_TIMEOUT_MS,
+      (sent) =>
+        new StoreUnavailableError(
+          sent
+            ? 'the database did not answer a sent delete in time: it may be done (a retry answers 404 then)'
+            : 'the database is not keeping up: a delete waited too long for it',
+        ),
+    );
+    this.creates = new Batcher(
+      WRITE_SLOTS,
+      MAX_BATCH,
+      (plants) => this.insertPlants(plants),
+      // Each create's deadline, from its arrival: as long as a query may wait for a connection.
+      CONNECT_TIMEOUT_MS,
+      (sent) =>
+        new StoreUnavailableError(
+          sent
+            ? 'the database did not answer a sent create in time: it may still be stored (an identical retry is safe)'
+            : 'the database is not keeping up: a create waited too long for it',
+        ),
+    );
+  }
+
+  private run<R extends pg.QueryResultRow>(
+    name: keyof typeof STATEMENTS,
+    values: unknown[],
+  ): Promise<pg.QueryResult<R>> {
+    return runStatement<R>(this.pool, name, values);
+  }
+
+  create(plant: PlantRecord): Promise<CreateResult> {
+    return this.creates.submit(plant);
+  }
+
+  /**
+   * One autocommitted INSERT for a batch of creates, then one read of the plants that held the ids
+   * it skipped. Only the first plant of each id is offered; the others are answered against it.
+   * Each create is answered on its own: one stored by the INSERT gets its answer even if the read
+   * after it fails.
+   */
+  private async insertPlants(plants: readonly PlantRecord[]): Promise<Array<CreateResult | Promise<CreateResult>>> {
+    const results: Array<CreateResult | Promise<CreateResult>> = [];
+    let pending = plants.map((_, i) => i);
+    try {
+      while (pending.length > 0) {
+        const offered = firstOfEachId(pending.map((i) => plants[i]!));
+        const batch = inIdOrder([...offered.values()]);
+        const stored = new Set(
+          (await this.run<{ id: string }>('insertBatch', columns(batch))).rows.map((row) => BigInt(row.id)),
+        );
+        const skipped: number[] = [];
+        for (const i of pending) {
+          const winner = offered.get(plants[i]!.id)!;
+          if (!stored.has(winner.id)) skipped.push(i);
+          else results[i] = winner === plants[i] ? { created: true } : { created: false, existing: winner };
+        }
+        pending = [];
+        if (skipped.length === 0) break;
+        const holders = new Map<bigint, PlantRecord>();
+        const held = batch.filter((p) => !stored.has(p.id)).map((p) => p.id);
+        for (const row of (await this.run<PlantRow>('byIds', [held])).rows) holders.set(BigInt(row.id), toPlant(row));
+        for (const i of skipped) {
+          const holder = holders.get(plants[i]!.id);
+          if (holder === undefined)
+            pending.push(i); // the holder was deleted in between: insert again
+          else results[i] = { created: false, existing: holder };
+        }
+      }
+    } catch (error) {
+      for (let i = 0; i < plants.length; i++) results[i] ??= failed(error);
+    }
+    return results;
+  }
+
+  list(page: PlantPage): Promise<PlantRecord[]> {
+    return this.reads.read(pageKey(page), () => this.queryPage(page));
+  }
+
+  private async queryPage({ owner, tag, fromId, limit }: PlantPage): Promise<PlantRecord[]> {
+    const result =
+      owner === null
+        ? tag === null
+          ? await this.run<PlantRow>('listAll', [fromId, limit])
+          : await this.run<PlantRow>('listTag', [tag, fromId, limit])
+        : tag === null
+          ? await this.run<PlantRow>('listOwner', [owner, fromId, limit])
+          : await this.run<PlantRow>('listOwnerTag', [owner, tag, fromId, limit]);
+    return result.rows.map(toPlant);
+  }
+
+  /** One transaction: the insert, and the read of the plants that already held the other ids. */
+  async insertBatch(plants: readonly PlantRecord[]): Promise<BatchResult> {
+    // Only the first plant of each id is offered; every other is compared with the id's holder.
+    const first = firstOfEachId(plants);
+    const offered = inIdOrder([...first.values()]);
+    const { insertedIds, holders } = await inTransaction(this.pool, async (client) => {
+      const inserted = await client.query<{ id: string }>({
+        name: 'insertBatch',
+        text: STATEMENTS.insertBatch,
+        values: columns(offered),
+      });
+      const ids = new Set(inserted.rows.map((r) => BigInt(r.id)));
+      const found = new Map<bigint, PlantRecord>();
+      const skipped = offered.filter((p) => !ids.has(p.id)).map((p) => p.id);
+      if (skipped.length > 0) {
+        const rows = await client.query<PlantRow>({ name: 'byIds', text: STATEMENTS.byIds, values: [skipped] });
+        for (const row of rows.rows) found.set(BigInt(row.id), toPlant(row));
+      }
+      return { insertedIds: ids, holders: found };
+    });
+    let unchanged = 0;
+    const conflicts: PlantRecord[] = [];
+    for (const plant of plants) {
+      const key = plant.id;
+      if (insertedIds.has(key) && first.get(key) === plant) continue; // this one was stored
+      const holder = insertedIds.has(key) ? first.get(key) : holders.get(key);
+      if (holder !== undefined && samePlant(holder, plant)) unchanged += 1;
+      else conflicts.push(plant);
+    }
+    return { inserted: insertedIds.size, unchanged, conflicts };
+  }
+
+  delete(id: bigint, owner: string | null): Promise<boolean> {
+    return this.deletes.submit({ id, owner });
+  }
+
+  /**
+   * One statement for a batch of deletes, as for creates: events commit in id order under one lock
+   * (postgres-statements.ts), so deletes sent one by one would each wait for the others' commits.
+   * The first delete of each id is offered; a later one of the same id goes in the next statement,
+   * and so sees the first one's outcome, as it would have one after the other.
+   */
+  private async deletePlants(items: readonly DeleteRequest[]): Promise<boolean[]> {
+    const results: boolean[] = [];
+    let pending = items.map((_, i) => i);
+    while (pending.length > 0) {
+      const offered = new Map<bigint, number>();
+      const later: number[] = [];
+      for (const i of pending) {
+        if (offered.has(items[i]!.id)) later.push(i);
+        else offered.set(items[i]!.id, i);
+      }
+      const batch = [...offered.values()].sort((a, b) => (items[a]!.id < items[b]!.id ? -1 : 1));
+      const gone = new Set(
+        (
+          await this.run<{ id: string }>('deleteBatch', [
+            batch.map((i) => items[i]!.id),
+            batch.map((i) => items[i]!.owner),
+          ])
+        ).rows.map((row) => BigInt(row.id)),
+      );
+      for (const i of batch) results[i] = gone.has(items[i]!.id);
+      pending = later;
+    }
+    return results;
+  }
+
+  async count(): Promise<number> {
+    const { rows } = await this.pool.query<{ n: string }>('SELECT count(*) AS n FROM plants');
+    return Number(rows[0]!.n);
+  }
+}

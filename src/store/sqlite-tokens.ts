@@ -1,0 +1,61 @@
+import type Database from 'better-sqlite3';
+import type { TokenRecord } from './store.js';
+
+// API tokens on SQLite: stored with the hash of the secret (never the secret), found by their
+// public id, listed, revoked. Times are the issuing host's clock, as the caller gives them.
+
+interface TokenRow {
+  id: string;
+  secret_hash: Buffer;
+  subject: string;
+  scopes: string;
+  created_at: number;
+  expires_at: number | null;
+  revoked_at: number | null;
+}
+
+const toToken = (row: TokenRow): TokenRecord => ({
+  id: row.id,
+  secretHash: row.secret_hash,
+  subject: row.subject,
+  scopes: row.scopes.split(' '),
+  createdAt: row.created_at,
+  expiresAt: row.expires_at,
+  revokedAt: row.revoked_at,
+});
+
+// Prepared once, after migrations created the table.
+export function prepareTokenStatements(db: Database.Database) {
+  return {
+    insert: db.prepare(
+      'INSERT INTO api_tokens (id, secret_hash, subject, scopes, created_at, expires_at, revoked_at) VALUES (?, ?, ?, ?, ?, ?, ?)',
+    ),
+    byId: db.prepare('SELECT * FROM api_tokens WHERE id = ?'),
+    all: db.prepare('SELECT * FROM api_tokens ORDER BY created_at, id'),
+    revoke: db.prepare('UPDATE api_tokens SET revoked_at = coalesce(revoked_at, ?) WHERE id = ?'),
+  };
+}
+
+type Statements = ReturnType<typeof prepareTokenStatements>;
+
+export class SqliteTokens {
+  constructor(private readonly sql: Statements) {}
+
+  create(t: TokenRecord): void {
+    this.sql.insert.run(t.id, t.secretHash, t.subject, t.scopes.join(' '), t.createdAt, t.expiresAt, t.revokedAt);
+  }
+
+  find(id: string): TokenRecord | undefined {
+    const row = this.sql.byId.get(id) as TokenRow | undefined;
+    return row && toToken(row);
+  }
+
+  list(): TokenRecord[] {
+    return (this.sql.all.all() as TokenRow[]).map(toToken);
+  }
+
+  /** False when there is no such token; a second revocation keeps the first time. */
+  revoke(id: string, at: number): boolean {
+    return this.sql.revoke.run(at, id).changes === 1;
+  }
+}
