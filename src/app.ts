@@ -2,12 +2,14 @@ import rateLimit from '@fastify/rate-limit';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, { type FastifyInstance, type RouteOptions } from 'fastify';
 import type { Redis } from 'ioredis';
+import { API_DESCRIPTION } from './api-document.js';
 import { authenticateHook, authorizeHook } from './auth/authenticate.js';
 import { TokenAuthenticator } from './auth/authenticator.js';
 import { JwtVerifier } from './auth/jwt.js';
 import type { Config } from './config.js';
-import { HttpError, errorHandler } from './errors.js';
+import { HttpError } from './errors.js';
 import { clientErrorHandler } from './http/client-error.js';
+import { errorHandler } from './http/error-handler.js';
 import { isDraining } from './http/draining.js';
 import { registerCompression } from './http/compression.js';
 import { DatabaseOutage } from './http/outage.js';
@@ -19,6 +21,8 @@ import { EventLoopLag } from './http/overload.js';
 import { type LogSink, stdoutLogStream } from './http/log-stream.js';
 import { RequestLog } from './http/request-log.js';
 import { buildOpenApi } from './http/openapi.js';
+import { buildSerializer } from './http/serialization.js';
+import { knockedOut } from './knockouts.js';
 import { createValidatorCompiler } from './http/validation.js';
 import { eventRoutes } from './events/event.routes.js';
 import { EventStreams } from './events/event-streams.js';
@@ -27,7 +31,7 @@ import { PlantService } from './plants/plant.service.js';
 import type { Store } from './store/store.js';
 import { Metrics, metricsRoute } from './system/metrics.js';
 import { systemRoutes } from './system/system.routes.js';
-import { tracing } from './system/tracing-hooks.js';
+import { tracing } from './tracing-hooks.js';
 import { SecretBox } from './webhooks/secret-box.js';
 import { webhookRoutes } from './webhooks/webhook.routes.js';
 import { WebhookService } from './webhooks/webhook.service.js';
@@ -52,7 +56,7 @@ export async function buildApp({
   logStream = stdoutLogStream(),
 }: AppDeps): Promise<FastifyInstance> {
   const jwt = config.jwt ? new JwtVerifier(config.jwt) : undefined;
-  const authenticator = new TokenAuthenticator(store, clock, config.tokenCacheMs, jwt);
+  const authenticator = new TokenAuthenticator(store, clock, knockedOut('auth-cache') ? 0 : config.tokenCacheMs, jwt);
   // An open stream ends once its token would be refused (issue 23): checked through the same cache.
   const eventStreams = new EventStreams((credential) => authenticator.accepts(credential));
   const metrics = new Metrics(store, {
@@ -70,7 +74,7 @@ export async function buildApp({
     },
     bodyLimit: config.bodyLimit,
     genReqId: requestId,
-    logController: new RequestLog((...request) => metrics.observe(...request)),
+    logController: new RequestLog(knockedOut('metrics') ? undefined : (...request) => metrics.observe(...request)),
     requestIdHeader: false,
     requestTimeout: config.requestTimeoutMs,
     // Half the shutdown grace period (5 s by default; at most Fastify's 72 s): on SIGTERM an idle connection
@@ -81,6 +85,7 @@ export async function buildApp({
     http: { headersTimeout: config.headersTimeoutMs, connectionsCheckingInterval: 1000, requireHostHeader: false },
     routerOptions: { maxParamLength: 8192 },
     return503OnClosing: false, // its body is not the Error shape; installProtocol answers instead
+    schemaController: { compilersFactory: { buildSerializer } }, // compiled once per process (http/serialization.ts)
     clientErrorHandler,
     frameworkErrors: apiFrameworkErrors(authenticator, cors),
   }).withTypeProvider<TypeBoxTypeProvider>();
@@ -102,7 +107,7 @@ export async function buildApp({
 
   installProtocol(app, cors);
   // Before every route: @fastify/compress fits each route with its hooks as the route is added.
-  await registerCompression(app);
+  if (!knockedOut('compression')) await registerCompression(app);
 
   await app.register(async (api) => {
     if (config.maxEventLoopDelayMs > 0) {
@@ -145,7 +150,7 @@ export async function buildApp({
   await app.register(
     systemRoutes({
       store,
-      openapi: () => buildOpenApi(routes, { publicUrl: config.publicUrl }),
+      openapi: () => buildOpenApi(routes, API_DESCRIPTION, { publicUrl: config.publicUrl }),
       draining: () => isDraining(app),
     }),
   );

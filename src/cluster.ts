@@ -1,7 +1,7 @@
 import cluster, { type Worker } from 'node:cluster';
 import pino from 'pino';
 import { type Config, ConfigError, loadConfig } from './config.js';
-import { followLauncher, readSettingsFile, settingsSummary, startupStep } from './launch.js';
+import { followLauncher, readSettingsFile, restartOnlyChanges, settingsSummary, startupStep } from './launch.js';
 import { openStore } from './store/open-store.js';
 
 const RESTARTS_PER_MINUTE = 10;
@@ -40,13 +40,22 @@ export function workersStoppedListening(limitMs: number): Promise<void> {
  * settings file `settingsFile` when given, read anew), and if they parse, each worker in turn is
  * replaced by a new one (a new build on disk included) started with them: the new worker first,
  * and the old one drained only once the new one listens. Settings that do not parse leave every
- * worker running, and the reason is logged.
+ * worker running, and the reason is logged. The restart-only settings (launch.ts,
+ * restartOnlyChanges: the port, the address, the number of workers, the database) keep their
+ * started values, with a warning naming those the file changed.
+ *
+ * `workersFlag`: `--workers` was given, and wins over a WORKERS the file sets, at a reload too.
  */
-export async function runPrimary(config: Config, settingsFile?: string): Promise<void> {
+export async function runPrimary(
+  config: Config,
+  { settingsFile, workersFlag = false }: { settingsFile?: string | undefined; workersFlag?: boolean } = {},
+): Promise<void> {
   if (config.database.engine === 'sqlite' && config.database.path === ':memory:') {
     throw new ConfigError('sqlite::memory: cannot be shared by several workers; use a file or PostgreSQL');
   }
   const log = pino({ level: config.logLevel }).child({ role: 'primary' });
+  /** The settings in force: those it started with, then the last reload's. */
+  let current = config;
   const store = await startupStep('database', () => openStore(config.database, { poolSize: 1 }));
   try {
     const applied = await startupStep('database', () => store.migrate());
@@ -75,6 +84,12 @@ export async function runPrimary(config: Config, settingsFile?: string): Promise
   const restarts: number[] = [];
   /** What the workers are started with beyond this process's environment: the settings file. */
   let workerEnv: Record<string, string> = settingsFile === undefined ? {} : readSettingsFile(settingsFile);
+  const startedEnv = workerEnv;
+  /** The config a reload reads: as the command line made it at start. */
+  const configOf = (fromFile: Record<string, string>): Config => {
+    const read = loadConfig({ ...process.env, ...fromFile }); // parses, or throws why not
+    return workersFlag ? { ...read, workers: config.workers } : read;
+  };
   const fork = (): Worker => {
     live += 1;
     return cluster.fork(workerEnv);
@@ -117,7 +132,7 @@ export async function runPrimary(config: Config, settingsFile?: string): Promise
     setTimeout(() => {
       log.error('workers did not stop within the grace period; exiting');
       process.exit(1);
-    }, config.shutdownGraceMs + 2000).unref();
+    }, current.shutdownGraceMs + 2000).unref();
   }
   // `on`: a terminal's Ctrl-C or a group kill reaches the primary and the workers alike.
   process.on('SIGTERM', stop);
@@ -131,9 +146,10 @@ export async function runPrimary(config: Config, settingsFile?: string): Promise
       return;
     }
     let nextEnv: Record<string, string>;
+    let next: Config;
     try {
       nextEnv = settingsFile === undefined ? {} : readSettingsFile(settingsFile);
-      loadConfig({ ...process.env, ...nextEnv }); // parses, or throws why not
+      next = configOf(nextEnv);
     } catch (error) {
       log.error(
         { reason: (error as Error).message },
@@ -141,8 +157,24 @@ export async function runPrimary(config: Config, settingsFile?: string): Promise
       );
       return;
     }
+    // A restart-only setting the file changed keeps its started value (issue: a reload moved the port).
+    const kept = restartOnlyChanges(config, next);
+    if (kept.length > 0) {
+      nextEnv = { ...nextEnv };
+      for (const name of kept) {
+        if (startedEnv[name] === undefined) delete nextEnv[name];
+        else nextEnv[name] = startedEnv[name];
+      }
+      next = configOf(nextEnv);
+      log.warn(
+        { settings: kept },
+        `reload: ${kept.join(', ')} changed in the settings file; a reload keeps the started value, a restart applies it`,
+      );
+    }
     reloading = true;
     workerEnv = nextEnv;
+    current = next;
+    log.level = next.logLevel;
     const old = Object.values(cluster.workers ?? {}).filter((w): w is Worker => w !== undefined && !w.isDead());
     log.info({ workers: old.length }, 'reload: replacing the workers one at a time');
     try {
@@ -186,8 +218,14 @@ export async function runPrimary(config: Config, settingsFile?: string): Promise
     stop('SIGTERM');
   });
 
+  // The start-up line waits for the first worker to listen, to say the port bound (PORT=0 leaves it
+  // to the kernel); it is logged once, not again for the workers a reload or a death starts.
+  const listening = (_worker: Worker, address: { port: number }): void => {
+    cluster.off('listening', listening);
+    log.info(settingsSummary(config, address.port), 'started workers');
+  };
+  cluster.on('listening', listening);
   for (let i = 0; i < config.workers; i++) fork();
-  log.info(settingsSummary(config), 'started workers');
 }
 
 export const isPrimary = (): boolean => cluster.isPrimary;

@@ -1,8 +1,10 @@
 import cluster from 'node:cluster';
 import { readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
 import type { Config } from './config.js';
 import { ConfigError } from './config.js';
 import pino from 'pino';
+import { tracing } from './tracing-hooks.js';
 
 /**
  * What `serve` needs around the server itself: the settings file that a reload reads again, the
@@ -50,8 +52,48 @@ export function describeDatabase(database: Config['database']): string {
   }
 }
 
-/** The start-up line's fields: what an operator checks first (never a secret). */
-export function settingsSummary(config: Config): Record<string, unknown> {
+/**
+ * The database a DATABASE_URL names, without who connects and how: the SQLite path, or the
+ * PostgreSQL server (host, port, or the `host` parameter's socket folder) and database name.
+ */
+export function databaseIdentity(database: Config['database']): string {
+  if (database.engine === 'sqlite')
+    return `sqlite:${database.path === ':memory:' ? database.path : resolve(database.path)}`;
+  try {
+    const url = new URL(database.url);
+    const host = url.searchParams.get('host') ?? url.hostname;
+    const port = url.searchParams.get('port') ?? (url.port || '5432');
+    const name = decodeURIComponent(url.pathname.slice(1)) || decodeURIComponent(url.username);
+    return `postgres://${host}:${port}/${name}`;
+  } catch {
+    return database.url;
+  }
+}
+
+/**
+ * The settings that a reload of `serve --workers N` keeps at their started values, among those that
+ * differ between the started config and the one the reload read (docs/operations.md, "Reload").
+ * Every other setting follows the reload.
+ */
+export function restartOnlyChanges(started: Config, next: Config): string[] {
+  const changed: string[] = [];
+  // The primary holds the listening socket and hands its connections to the workers: a worker on
+  // another port or address would take the service off the one its clients and load balancer use.
+  if (next.port !== started.port) changed.push('PORT');
+  if (next.host !== started.host) changed.push('HOST');
+  // The primary starts the workers; a reload replaces each one by one.
+  if (next.workers !== started.workers) changed.push('WORKERS');
+  // The primary migrated this database, and during a reload old and new workers serve side by side:
+  // they would write to two stores. Who connects (user, password) and how (parameters) may change.
+  if (databaseIdentity(next.database) !== databaseIdentity(started.database)) changed.push('DATABASE_URL');
+  return changed;
+}
+
+/**
+ * The start-up line's fields: what an operator checks first (never a secret). `port`: the port
+ * bound, when known (PORT=0 asks the kernel for any free one).
+ */
+export function settingsSummary(config: Config, port = config.port): Record<string, unknown> {
   let redis: string | null = null;
   if (config.redisUrl !== null) {
     try {
@@ -68,8 +110,10 @@ export function settingsSummary(config: Config): Record<string, unknown> {
     rateLimit: config.rateLimit === null ? 'off' : `${config.rateLimit.max}/${config.rateLimit.windowMs / 1000}s`,
     workers: config.workers,
     webhookDelivery: config.events.delivery ? 'on' : 'off',
+    // Where spans are exported (OTEL_EXPORTER_OTLP_ENDPOINT, docs/tracing.md), or off.
+    tracing: tracing.current?.exportsTo ?? 'off',
     host: config.host,
-    port: config.port,
+    port,
   };
 }
 

@@ -18,7 +18,12 @@ export function connectRedis(url: string, late: { app?: FastifyInstance }): Redi
   redis.on('error', (error: Error) => {
     // Once per outage, and only once there is a logger: ioredis retries, so the next error comes.
     if (reported || !late.app) return;
-    late.app.log.warn({ err: error }, 'Redis is unreachable: rate limits are not enforced until it returns');
+    // A plain line with the reason: an outage is expected, not a bug, so no stack (docs/operations.md).
+    // A refusal on every address of a name is an AggregateError, with a code and no message.
+    late.app.log.warn(
+      { reason: error.message || (error as NodeJS.ErrnoException).code || String(error) },
+      'Redis is unreachable: rate limits are not enforced until it returns',
+    );
     reported = true;
   });
   redis.on('ready', () => {

@@ -1,15 +1,16 @@
+import cluster from 'node:cluster';
 import type { FastifyInstance } from 'fastify';
 import type { Redis } from 'ioredis';
 import { buildApp } from './app.js';
 import type { Config } from './config.js';
 import { workersStoppedListening } from './cluster.js';
+import { startEventSide } from './event-side.js';
 import { markDraining } from './http/draining.js';
 import { acceptQueued, startDraining, stopListening } from './http/protocol.js';
 import { followLauncher, settingsSummary, startupStep } from './launch.js';
-import { startEventSide } from './events/event-side.js';
 import { closeRedis, connectRedis } from './redis.js';
 import { openStore } from './store/open-store.js';
-import { tracing } from './system/tracing-hooks.js';
+import { tracing } from './tracing-hooks.js';
 import { SecretBox } from './webhooks/secret-box.js';
 import { checkStoredSecrets } from './webhooks/secret-check.js';
 
@@ -18,20 +19,26 @@ export function releaseProcess(): void {
   if (process.connected) process.disconnect();
 }
 
-/** Flushes the tracing exporter, if tracing is on, for at most `ms`; a failure is a warning only. */
-async function exportLastSpans(app: FastifyInstance, ms: number): Promise<void> {
+/**
+ * Flushes the tracing exporter, if tracing is on, for at most `ms`; a failure is a warning only.
+ * Answers false when the exporter may still be at work (late, or failed midway): its retries and
+ * connections would keep the process alive past the grace period, so the caller exits instead.
+ */
+async function exportLastSpans(app: FastifyInstance, ms: number): Promise<boolean> {
   const current = tracing.current;
-  if (current === undefined) return;
+  if (current === undefined) return true;
   let timer: NodeJS.Timeout | undefined;
   const late = new Promise<'late'>((resolve) => (timer = setTimeout(() => resolve('late'), ms)));
   try {
     const outcome = await Promise.race([current.shutdown().then(() => 'exported' as const), late]);
-    if (outcome === 'late') app.log.warn({ waitedMs: ms }, 'tracing: the last spans were not exported in time');
+    if (outcome === 'exported') return true;
+    app.log.warn({ waitedMs: ms }, 'tracing: the last spans were not exported in time');
   } catch (error) {
     app.log.warn({ reason: (error as Error).message }, 'tracing: the last spans could not be exported');
   } finally {
     clearTimeout(timer);
   }
+  return false;
 }
 
 /** Process entry: config → store → app → listen, and a graceful stop on SIGTERM or SIGINT. */
@@ -48,16 +55,20 @@ export async function serve(config: Config): Promise<void> {
   // The app's logger exists only once the app does; a connection may fail before that.
   const late: { app?: FastifyInstance } = {};
   // One process cannot hand its port to a successor without refusing connections in between:
-  // SIGHUP reloads under `serve --workers N` (cluster.ts); here it is noted and changes nothing.
-  process.on('SIGHUP', () =>
+  // SIGHUP reloads under `serve --workers N` (cluster.ts); here it is noted and changes nothing. A
+  // worker ignores it: its primary reloads, and a SIGHUP to the process group reaches every worker
+  // too (without a handler it would kill them).
+  process.on('SIGHUP', () => {
+    if (cluster.isWorker) return;
     late.app?.log.warn(
       'SIGHUP: a single process does not reload; run `serve --workers N` to reload with SIGHUP, or restart it',
-    ),
-  );
+    );
+  });
   const store = await startupStep('database', () =>
     openStore(config.database, {
       poolSize: config.databasePoolSize,
-      sqlite: { locks: 'event-loop' }, // a lock held elsewhere must never freeze the event loop (issue 13)
+      // A lock held elsewhere must never freeze the event loop (issue 13); statements get spans when tracing is on.
+      sqlite: { locks: 'event-loop', tracing: tracing.current },
       onIdleError: (error) =>
         late.app?.log.warn({ reason: error.message }, 'a database connection failed; the pool replaces it'),
     }),
@@ -70,7 +81,10 @@ export async function serve(config: Config): Promise<void> {
     if (applied.length > 0) late.app.log.info({ migrations: applied }, 'applied schema migrations');
     for (const warning of await store.durabilityWarnings()) late.app.log.warn(warning);
     await startupStep('http', () => late.app!.listen({ port: config.port, host: config.host }));
-    late.app.log.info(settingsSummary(config), 'plant-store serving');
+    // The port bound, which PORT=0 leaves to the kernel.
+    const address = late.app.server.address();
+    const port = typeof address === 'object' && address !== null ? address.port : config.port;
+    late.app.log.info(settingsSummary(config, port), 'plant-store serving');
   } catch (error) {
     // A start that fails (port taken, database away) closes what it opened, so the process can exit.
     await late.app?.close().catch(() => {});
@@ -127,9 +141,12 @@ export async function serve(config: Config): Promise<void> {
       // The last spans are exported before the process leaves, within what is left of the grace
       // period; a collector that is down or slow costs them, never the stop (docs/tracing.md).
       .then(() => exportLastSpans(app, Math.max(0, stopBy - Date.now() - 500)))
-      .then(() => {
+      .then((settled) => {
         app.log.info('stopped cleanly');
         releaseProcess();
+        // An export still retrying (a collector away) holds timers and sockets for up to
+        // OTEL_EXPORTER_OTLP_TIMEOUT: the stop is done, so the process leaves now, within the grace.
+        if (!settled) process.exit();
       })
       .catch((error: unknown) => {
         app.log.error({ err: error }, 'shutdown failed');

@@ -1,7 +1,8 @@
 import type { Readable } from 'node:stream';
 import type { FastifyRequest } from 'fastify';
 import { HttpError } from '../errors.js';
-import { type Principal, Refusal, type TokenAuthenticator } from './authenticator.js';
+import { Refusal, type TokenAuthenticator } from './authenticator.js';
+import type { Principal } from './principal.js';
 import type { Scope } from './token.js';
 
 declare module 'fastify' {

@@ -1,12 +1,7 @@
 import type { TokenRecord, TokenStore } from '../store/store.js';
 import type { JwtVerifier } from './jwt.js';
+import type { Principal } from './principal.js';
 import { TOKEN_PREFIX, hasValidChecksum, tokenId, tokenMatches } from './token.js';
-
-export interface Principal {
-  readonly subject: string;
-  readonly scopes: ReadonlySet<string>;
-  readonly tokenId: string;
-}
 
 /**
  * Why a token was refused, for the log (issue 16): the token's id when it has one (never the

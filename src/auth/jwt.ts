@@ -1,7 +1,7 @@
 import { type JWTPayload, createRemoteJWKSet, errors, jwtVerify } from 'jose';
 import type { JwtSettings } from '../config.js';
 import { HttpError } from '../errors.js';
-import type { Principal } from './authenticator.js';
+import type { Principal } from './principal.js';
 import { isScope, isSubject } from './token.js';
 
 /** How far a token's exp and nbf may be off from this machine's clock. */

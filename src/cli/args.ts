@@ -4,6 +4,9 @@
 // (issue 17): the README's own example failed with 30 lines of usage.
 import { UsageError } from './output.js';
 
+/** The commands, as the top level knows them. */
+export const COMMANDS = ['serve', 'migrate', 'token', 'export', 'import', 'backup', 'webhooks', 'plants'] as const;
+
 /** What each long option of a command is: `'string'` takes a value, `'boolean'` is a switch. */
 export type OptionSpecs = Readonly<Record<string, 'string' | 'boolean'>>;
 

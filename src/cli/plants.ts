@@ -1,33 +1,9 @@
 // plant-store plants list|create|delete: a client of a running server, through the typed client.
 import { once } from 'node:events';
-import {
-  DEFAULT_RETRY_POLICY,
-  LIMIT,
-  type Plant,
-  PlantStoreClient,
-  PlantStoreError,
-  PlantStoreNetworkError,
-  RETRY_STATUSES,
-  toInt64,
-} from '@plant-store/client';
-import { DEFAULT_CLIENT_URL, loadClientSettings } from '../config.js';
+import { LIMIT, type Plant, type PlantStoreClient, toInt64 } from '@plant-store/client';
 import { parseCommand } from './args.js';
 import { UsageError, err, out, table } from './output.js';
-
-/** `plants …`: 1 when the server refused, 3 when it could not be reached (2 stays "called wrongly"). */
-export const EXIT_UNREACHABLE = 3;
-const CONNECTION = { url: 'string', token: 'string' } as const;
-
-/** 408, 429, 502-504: runs of consecutive statuses written as ranges. */
-function statusList(statuses: Iterable<number>): string {
-  const runs: number[][] = [];
-  for (const s of [...statuses].sort((a, b) => a - b)) {
-    const last = runs.at(-1);
-    if (last !== undefined && last.at(-1) === s - 1) last.push(s);
-    else runs.push([s]);
-  }
-  return runs.map((r) => (r.length > 2 ? `${r[0]}-${r.at(-1)}` : r.join(', '))).join(', ');
-}
+import { CONNECTION, exitForFailure, plantsClient } from './plants-connection.js';
 
 export const PLANTS_USAGE = `  plants list [--tag T] [--limit N] [--page-size N] [--json]
                                 the plants the token can reach, in id order: all of them, or the
@@ -39,56 +15,6 @@ export const PLANTS_USAGE = `  plants list [--tag T] [--limit N] [--page-size N]
                                 create a plant (a negative id as it is: --id -5); --json prints
                                 {"id","name","tag"} with the id exact
   plants delete --id <int64>    delete a plant (or: plants delete <int64>)`;
-
-export const PLANTS_CONNECTION_USAGE = `  These take --url <url> (or PLANT_STORE_URL; default ${DEFAULT_CLIENT_URL}) and --token <token>
-  (or PLANT_STORE_TOKEN, which is better: arguments are visible to other users in ps). Failures the
-  server reports as retryable (${statusList(RETRY_STATUSES)}) and lost answers are retried ${DEFAULT_RETRY_POLICY.retries} times with backoff.`;
-
-/** A client of the server at --url / PLANT_STORE_URL, with --token / PLANT_STORE_TOKEN. */
-function plantsClient(values: { url?: string | undefined; token?: string | undefined }, command: string) {
-  const settings = loadClientSettings();
-  const baseUrl = values.url ?? settings.url;
-  const token = values.token ?? settings.token;
-  if (!token) {
-    throw new UsageError(
-      'plants commands need a token: set PLANT_STORE_TOKEN, or give --token (plant-store token create makes one)',
-      command,
-    );
-  }
-  if (!URL.canParse(baseUrl)) {
-    throw new UsageError(`--url (or PLANT_STORE_URL) is not a URL; give one such as ${DEFAULT_CLIENT_URL}`, command);
-  }
-  try {
-    return new PlantStoreClient({
-      baseUrl,
-      token,
-      onRetry: ({ error, delayMs }) => err(`plant-store: ${describeFailure(error)}; retrying in ${delayMs} ms`),
-    });
-  } catch (error) {
-    // A bad URL scheme or a malformed token, in the command's words; the messages never repeat the token.
-    const message = (error as Error).message
-      .replace(/^baseUrl\b/, '--url (or PLANT_STORE_URL)')
-      .replace(/^token\b/, '--token (or PLANT_STORE_TOKEN)');
-    throw new UsageError(message, command);
-  }
-}
-
-const describeFailure = (error: PlantStoreError | PlantStoreNetworkError): string =>
-  error instanceof PlantStoreError ? `error ${error.status}: ${error.message}` : error.message;
-
-/** What to do about a refusal, where the server's message alone does not say it to a CLI user. */
-const NEXT_STEP: Readonly<Record<number, string>> = {
-  401: 'give a valid token with --token or PLANT_STORE_TOKEN (plant-store token create makes one)',
-  403: 'use a token that has it (plant-store token create --scopes …)',
-  409: 'choose another --id',
-};
-
-/** The server's refusal, with the option to change in place of the request's field (`body.name`: `--name`). */
-function describeRefusal(error: PlantStoreError): string {
-  const message = error.message.replace(/^(?:body|querystring)\.(id|name|tag)\b/, '--$1');
-  const next = NEXT_STEP[error.status];
-  return `error ${error.status}: ${message}${next === undefined ? '' : `; ${next}`}`;
-}
 
 function int64Arg(text: string, command: string): bigint {
   try {
@@ -215,17 +141,6 @@ export async function plantsCommand(sub: string | undefined, args: string[]): Pr
     await command(args);
     return 0;
   } catch (error) {
-    if (error instanceof PlantStoreError) {
-      err(describeRefusal(error));
-      return 1;
-    }
-    if (error instanceof PlantStoreNetworkError) {
-      err(
-        `plant-store: cannot reach the server: ${error.message}; ` +
-          'check --url (or PLANT_STORE_URL) and that the server is running',
-      );
-      return EXIT_UNREACHABLE;
-    }
-    throw error;
+    return exitForFailure(error);
   }
 }

@@ -2,7 +2,8 @@
 import { loadConfig } from '../config.js';
 import { describeDatabase } from '../launch.js';
 import { BACKUP_USAGE } from './backup.js';
-import { EXIT_UNREACHABLE, PLANTS_CONNECTION_USAGE, PLANTS_USAGE } from './plants.js';
+import { EXIT_UNREACHABLE, PLANTS_CONNECTION_USAGE } from './plants-connection.js';
+import { PLANTS_USAGE } from './plants.js';
 import { TOKEN_USAGE } from './token.js';
 import { TRANSFER_USAGE } from './transfer.js';
 import { WEBHOOKS_USAGE } from './webhooks.js';
@@ -11,7 +12,8 @@ const defaults = loadConfig({});
 
 /**
  * Lines a user can paste into a POSIX shell, in order, beside a server on the same DATABASE_URL
- * at PLANT_STORE_URL (test/cli/as-printed.test.ts runs them so, as printed).
+ * at PLANT_STORE_URL (test/cli/as-printed.test.ts runs them so, as printed). They delete what they
+ * create, so that the examples after them in docs/cli.md run too (test/docs/walkthrough.test.ts).
  */
 export const EXAMPLES = [
   'export PLANT_STORE_TOKEN="$(plant-store token create --subject alice --scopes plants:read,plants:write)"',
@@ -24,6 +26,7 @@ export const EXAMPLES = [
   'plant-store plants delete --id=9007199254740993',
   'plant-store import plants.ndjson',
   'plant-store plants delete -5',
+  'plant-store plants delete 9007199254740993',
   'plant-store token revoke "$PLANT_STORE_TOKEN"',
 ];
 
@@ -36,6 +39,7 @@ Commands:
                                 environment and F (NAME=value lines); with --workers, SIGHUP reloads
                                 (reads F again, replaces the workers one at a time)
   migrate                       apply schema migrations
+  --version, -v                 print the version (package.json's) and exit
 ${TOKEN_USAGE}
 ${TRANSFER_USAGE}
 ${BACKUP_USAGE}
@@ -77,6 +81,3 @@ export function usageFor(command: string): string | undefined {
   if (own.length === 0) return undefined;
   return (command.startsWith('plants') ? [...own, PLANTS_CONNECTION_USAGE] : own).join('\n');
 }
-
-/** The commands, as the top level knows them. */
-export const COMMANDS = ['serve', 'migrate', 'token', 'export', 'import', 'backup', 'webhooks', 'plants'] as const;

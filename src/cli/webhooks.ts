@@ -4,7 +4,8 @@ import { parseDecimalBigInt } from '../http/validation.js';
 import type { EventType, Store } from '../store/store.js';
 import { EVENT_TYPES } from '../store/store.js';
 import { SecretBox } from '../webhooks/secret-box.js';
-import { WebhookService } from '../webhooks/webhook.service.js';
+import { allowPrivateHint } from '../webhooks/address-policy.js';
+import { PrivateTargetError, WebhookService } from '../webhooks/webhook.service.js';
 import { parseCommand } from './args.js';
 import { WEBHOOKS_MANAGE_USAGE, isManageCommand, manageCommand } from './webhooks-manage.js';
 import { UsageError, err, out, table } from './output.js';
@@ -13,7 +14,8 @@ import { UsageError, err, out, table } from './output.js';
 const DELIVERIES = { default: 20, max: 1000 } as const;
 
 export const WEBHOOKS_USAGE = `  webhooks list [--subject <user>] [--json]
-                                every webhook (or one subject's); never their secrets
+                                every webhook (or one subject's): id, subject, URL, events,
+                                status, creation; never their secrets
   webhooks add --subject <user> --url <https://…> [--events plant.created,plant.deleted]
                [--description <text>] [--all-plants] [--json]
                                 subscribe a URL for a subject; the signing secret is printed once.
@@ -59,15 +61,15 @@ export async function webhooksCommand(sub: string | undefined, args: string[], w
     switch (sub) {
       case 'list': {
         const { values } = parseCommand('webhooks list', args, { subject: 'string', json: 'boolean' });
-        const hooks = await withStore((store) => service(store).list(values.subject ?? null));
+        const hooks = await withStore((store) => service(store).listWithSubjects(values.subject ?? null));
         if (values.json) out(JSON.stringify(hooks));
         else if (hooks.length === 0)
           err('No webhooks. Add one with: plant-store webhooks add --subject <user> --url <https://…>');
         else
           out(
             table([
-              ['ID', 'URL', 'EVENTS', 'STATUS', 'CREATED'],
-              ...hooks.map((h) => [h.id, h.url, h.events.join(','), h.status, h.createdAt]),
+              ['ID', 'SUBJECT', 'URL', 'EVENTS', 'STATUS', 'CREATED'],
+              ...hooks.map((h) => [h.id, h.subject, h.url, h.events.join(','), h.status, h.createdAt]),
             ]),
           );
         return 0;
@@ -174,7 +176,9 @@ export async function webhooksCommand(sub: string | undefined, args: string[], w
     }
   } catch (error) {
     if (!(error instanceof HttpError)) throw error;
-    err(`plant-store: ${error.message}`);
+    // This command checks the URL in its own process, and the server again before each delivery.
+    const hint = allowPrivateHint("WEBHOOK_ALLOW_PRIVATE=1 in this command's environment and the server's");
+    err(`plant-store: ${error instanceof PrivateTargetError ? `${error.rule} (${hint})` : error.message}`);
     return 1;
   }
 }

@@ -3,7 +3,7 @@ import Type from 'typebox';
 import { HttpError } from '../errors.js';
 import { negotiateMediaType } from '../http/accept.js';
 import { parseDecimalBigInt } from '../http/validation.js';
-import { EXAMPLE_PLANT, Int64 } from '../plants/plant.schema.js';
+import { EXAMPLE_PLANT, Int64 } from '../wire/schemas.js';
 import { EVENT_TYPES, type EventRow, type EventStore, type EventType } from '../store/store.js';
 import { type TypeFilter, typesQueryText } from './event-types-query.js';
 

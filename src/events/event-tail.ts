@@ -1,5 +1,5 @@
 import type { EventRecord, EventStore } from '../store/store.js';
-import { untraced } from '../system/tracing-hooks.js';
+import { untraced } from '../tracing-hooks.js';
 
 /** One reader of the change feed, fed by the tail once it has caught up. */
 export interface TailSubscriber {

@@ -2,6 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import Type from 'typebox';
 import { HttpError } from '../errors.js';
 import { varyOnAccept } from '../http/accept.js';
+import type { ApiPart } from '../http/openapi.js';
 import { errorResponses } from '../http/responses.js';
 import { parseDecimalBigInt } from '../http/validation.js';
 import { EVENT_TYPES, type EventStore, failureFields } from '../store/store.js';
@@ -12,6 +13,11 @@ import { type EventStreams, reconnectionTime } from './event-streams.js';
 import { EventTail } from './event-tail.js';
 import { parseTypesQuery } from './event-types-query.js';
 import { reconnectLater, startStream } from './stream-response.js';
+
+/** What the change feed adds to the OpenAPI document besides its route (http/openapi.ts). */
+export const EVENTS_API: ApiPart = {
+  tags: [{ name: 'events', description: 'The change feed: every change, live, as Server-Sent Events.' }],
+};
 
 export interface EventFeedOptions {
   readonly heartbeatMs: number;

@@ -1,36 +1,47 @@
 import type { RouteOptions } from 'fastify';
-import { EXAMPLE_PLANT, ErrorSchema, NewPlant, Plant } from '../plants/plant.schema.js';
-import { AttemptSchema, DeliverySchema } from '../webhooks/delivery.schema.js';
-import {
-  CreatedWebhookSchema,
-  EXAMPLE_WEBHOOK,
-  NewWebhookSchema,
-  RotatedWebhookSchema,
-  WebhookPatchSchema,
-  WebhookSchema,
-} from '../webhooks/webhook.schema.js';
 import { REALM } from '../auth/authenticate.js';
 
 /**
  * The OpenAPI 3.1 document, generated from the very route schemas Fastify validates with, so the
- * two cannot drift. Plant, NewPlant and Error become named components, as in the original interface.
+ * two cannot drift. This builder knows HTTP and the authentication, nothing of the features: what
+ * the document says beyond the routes (its info, each part's tags, named schemas and webhooks,
+ * the examples) is handed in by the app (src/api-document.ts).
  */
 
-type Json = Record<string, unknown>;
+export type Json = Record<string, unknown>;
 type RouteSchema = Json & { response?: Record<string, Json>; params?: Json; querystring?: Json; body?: Json };
 
-const NAMED: ReadonlyArray<[string, { readonly properties: unknown }]> = [
-  ['Plant', Plant],
-  ['NewPlant', NewPlant],
-  ['Error', ErrorSchema],
-  ['Webhook', WebhookSchema],
-  ['NewWebhook', NewWebhookSchema],
-  ['CreatedWebhook', CreatedWebhookSchema],
-  ['Delivery', DeliverySchema],
-  ['WebhookPatch', WebhookPatchSchema],
-  ['RotatedWebhook', RotatedWebhookSchema],
-  ['DeliveryAttempt', AttemptSchema],
-];
+/** A shape the document names as a component; a route schema with the same `properties` becomes a reference to it. */
+export type NamedSchema = readonly [name: string, schema: { readonly properties: unknown }];
+
+/** What one part of the service (a feature, the HTTP layer, the operator surface) adds to the document. */
+export interface ApiPart {
+  /** Its tags, each declared with a description (Spectral's operation-tag-defined). */
+  readonly tags?: readonly Json[];
+  /** The shapes of its routes that the document names as components. */
+  readonly schemas?: readonly NamedSchema[];
+  /** What it POSTs to other systems (OpenAPI 3.1 `webhooks`). */
+  readonly webhooks?: Json;
+}
+
+/** What the document says beyond the routes. */
+export interface ApiDescription {
+  /** The Info Object: title, version, description, contact, license. */
+  readonly info: Json;
+  /** In the order of the document's tags and components (the /docs page follows it). */
+  readonly parts: readonly ApiPart[];
+  /** One example Error message per status, so that a 401 shows what a 401 says. */
+  readonly errorExamples: Readonly<Record<string, string>>;
+  /** Examples of the standard HTTP fields the routes declare without one (x-request-headers, x-response-headers). */
+  readonly headerExamples: Readonly<Record<string, string>>;
+}
+
+/** The description as the functions below read it. */
+interface Context {
+  readonly named: readonly NamedSchema[];
+  readonly errorExamples: Readonly<Record<string, string>>;
+  readonly headerExamples: Readonly<Record<string, string>>;
+}
 
 /**
  * A route schema as OpenAPI 3.1 writes it: the serializer's `nullable: true` (which it needs for a
@@ -45,10 +56,10 @@ const plain = (schema: unknown): Json =>
   }) as Json;
 
 /** A schema with the named shapes replaced by references to them. */
-function refs(schema: Json): Json {
-  const named = NAMED.find(([, s]) => s.properties === schema.properties);
+function refs(schema: Json, context: Context): Json {
+  const named = context.named.find(([, s]) => s.properties === schema.properties);
   if (named) return { $ref: `#/components/schemas/${named[0]}` };
-  if (schema.type === 'array' && schema.items) return { ...plain(schema), items: refs(schema.items as Json) };
+  if (schema.type === 'array' && schema.items) return { ...plain(schema), items: refs(schema.items as Json, context) };
   return plain(schema);
 }
 
@@ -80,26 +91,15 @@ const RESPONSE_HEADERS: Record<string, Json> = {
   503: { 'Retry-After': header('seconds to wait before retrying', 5) },
 };
 
-/**
- * Examples of the standard HTTP fields the routes declare without one (x-request-headers,
- * x-response-headers), so that every parameter of the document has an example. An If-None-Match
- * example must not match (`*` would): a request built from the examples gets the page, not a 304.
- */
-const HEADER_EXAMPLES: Record<string, string> = {
-  'If-None-Match': '"Jx3qQ0q4rVYb5nE1s9fKkA"',
-  ETag: '"Jx3qQ0q4rVYb5nE1s9fKkA"',
-  Link: '</plants?limit=10&cursor=cDE6NDI>; rel="next"',
-  Vary: 'Accept-Encoding',
-};
-
-function withExample(name: string, spec: Json): Json {
-  return spec.example === undefined && HEADER_EXAMPLES[name] !== undefined
-    ? { ...spec, example: HEADER_EXAMPLES[name] }
+/** An example from the description for a header field declared without one (an If-None-Match example must not match). */
+function withExample(name: string, spec: Json, context: Context): Json {
+  return spec.example === undefined && context.headerExamples[name] !== undefined
+    ? { ...spec, example: context.headerExamples[name] }
     : spec;
 }
 
-const headersWithExamples = (headers: Json): Json =>
-  Object.fromEntries(Object.entries(headers).map(([name, spec]) => [name, withExample(name, spec as Json)]));
+const headersWithExamples = (headers: Json, context: Context): Json =>
+  Object.fromEntries(Object.entries(headers).map(([name, spec]) => [name, withExample(name, spec as Json, context)]));
 
 function parameters(schema: Json | undefined, where: 'path' | 'query'): Json[] {
   if (!schema) return [];
@@ -119,35 +119,14 @@ function parameters(schema: Json | undefined, where: 'path' | 'query'): Json[] {
   });
 }
 
-/**
- * One example Error body per status, in the server's own words, so that /docs and generated
- * tests show under a 401 what a 401 says (the Error schema's own example is the 404).
- */
-const ERROR_EXAMPLES: Readonly<Record<string, string>> = {
-  '400':
-    'body.name must be 1 to 200 Unicode code points, no control characters (U+0000–U+001F, U+007F), no lone surrogates',
-  '401': 'this API needs a bearer token: Authorization: Bearer <token>',
-  '403': 'this operation needs the scope plants:write',
-  '404': 'no plant with id 42',
-  '408': 'the request took too long to arrive',
-  '409': 'a plant with id 42 already exists',
-  '410': 'events after 1 are past the retention; read the plants again, then follow the feed from now',
-  '413': 'Request body is too large',
-  '415': 'the body must be JSON in UTF-8: send Content-Type: application/json',
-  '429': 'rate limit of 600 requests exceeded; retry in 12 s',
-  '431': 'the request headers are too large',
-  '500': 'internal server error',
-  '503': 'the database is unavailable; retry shortly',
-};
-
-function errorExample(status: string, schema: Json): Json {
-  const message = ERROR_EXAMPLES[status];
+function errorExample(status: string, schema: Json, context: Context): Json {
+  const message = context.errorExamples[status];
   return schema.$ref === '#/components/schemas/Error' && message !== undefined
     ? { schema, example: { error: Number(status), message } }
     : { schema };
 }
 
-function responses(schema: RouteSchema): Json {
+function responses(schema: RouteSchema, context: Context): Json {
   const out: Json = {};
   for (const [status, response] of Object.entries(schema.response ?? {})) {
     const { description = 'OK' } = response as { description?: string };
@@ -155,28 +134,28 @@ function responses(schema: RouteSchema): Json {
     if (response.content !== undefined)
       entry.content = response.content; // not JSON (the change feed)
     else if (response.type !== 'null') {
-      const body = refs(response);
+      const body = refs(response, context);
       delete body.description;
-      entry.content = { 'application/json': errorExample(status, body) };
+      entry.content = { 'application/json': errorExample(status, body, context) };
     }
     const headers = RESPONSE_HEADERS[status] ?? (status === '200' ? schema['x-response-headers'] : undefined);
-    if (headers) entry.headers = headersWithExamples(headers as Json);
+    if (headers) entry.headers = headersWithExamples(headers as Json, context);
     out[status] = entry;
   }
   // Answers a route gives without a body schema (304 for a conditional list), in status order.
   for (const [status, entry] of Object.entries((schema['x-more-responses'] as Json | undefined) ?? {})) {
     const { headers, ...rest } = entry as Json;
-    out[status] = headers === undefined ? rest : { ...rest, headers: headersWithExamples(headers as Json) };
+    out[status] = headers === undefined ? rest : { ...rest, headers: headersWithExamples(headers as Json, context) };
   }
   return Object.fromEntries(Object.entries(out).sort(([a], [b]) => Number(a) - Number(b)));
 }
 
-function headerParameters(headers: Json | undefined): Json[] {
+function headerParameters(headers: Json | undefined, context: Context): Json[] {
   return Object.entries(headers ?? {}).map(([name, spec]) => ({
     name,
     in: 'header',
     required: false,
-    ...withExample(name, spec as Json),
+    ...withExample(name, spec as Json, context),
   }));
 }
 
@@ -187,7 +166,7 @@ function scopeNote(scope: unknown): string | undefined {
   return `Needs a token with the scope \`${scope}\`.`;
 }
 
-function operation(schema: RouteSchema, scope: unknown): Json {
+function operation(schema: RouteSchema, scope: unknown, context: Context): Json {
   const op: Json = {};
   for (const key of ['operationId', 'summary', 'description', 'tags', 'security']) {
     if (schema[key] !== undefined) op[key] = schema[key];
@@ -197,149 +176,27 @@ function operation(schema: RouteSchema, scope: unknown): Json {
   const params = [
     ...parameters(schema.params, 'path'),
     ...parameters(schema.querystring, 'query'),
-    ...headerParameters(schema['x-request-headers'] as Json | undefined),
+    ...headerParameters(schema['x-request-headers'] as Json | undefined, context),
   ];
   if (params.length > 0) op.parameters = params;
-  if (schema.body) op.requestBody = { required: true, content: { 'application/json': { schema: refs(schema.body) } } };
-  op.responses = responses(schema);
+  if (schema.body)
+    op.requestBody = { required: true, content: { 'application/json': { schema: refs(schema.body, context) } } };
+  op.responses = responses(schema, context);
   return op;
 }
-
-const signatureHeaders: Json[] = [
-  [
-    'webhook-id',
-    'the message id, `evt_<event id>`: the same on every retry of one event (`ping_<delivery id>` for a ping)',
-    'evt_1',
-  ],
-  ['webhook-timestamp', 'Unix seconds when this attempt was signed', '1740821400'],
-  [
-    'webhook-signature',
-    "`v1,` and the base64 HMAC-SHA256 of `<webhook-id>.<webhook-timestamp>.<body>` under the secret; during a rotation's overlap two, space-separated: `v1,<with the new secret> v1,<with the old>`",
-    'v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4=',
-  ],
-  ['plant-store-event', 'the event type, or `webhook.ping`', 'plant.created'],
-].map(([name, description, example]) => ({
-  name,
-  in: 'header',
-  required: true,
-  description,
-  schema: { type: 'string' },
-  example,
-}));
-
-const received = {
-  '200': { description: 'Return a 200 status to indicate that the data was received successfully' },
-};
-
-/** What the service POSTs to a webhook (OpenAPI 3.1 `webhooks`): the original document's newPlant, and plantDeleted. */
-const WEBHOOKS: Json = {
-  newPlant: {
-    post: {
-      summary: 'A plant was created (plant.created)',
-      description:
-        'Sent to every active webhook that receives plant.created events, signed as Standard Webhooks says. Any 2xx is success; anything else, or no answer in 10 s, is retried.',
-      parameters: signatureHeaders,
-      requestBody: {
-        description: 'Information about a new plant in the system',
-        content: { 'application/json': { schema: { $ref: '#/components/schemas/NewPlant' } } },
-      },
-      responses: received,
-    },
-  },
-  plantDeleted: {
-    post: {
-      summary: 'A plant was deleted (plant.deleted)',
-      description: 'Sent as newPlant is, for plant.deleted events.',
-      parameters: signatureHeaders,
-      requestBody: {
-        description: 'The id of the deleted plant',
-        content: {
-          'application/json': {
-            schema: {
-              type: 'object',
-              properties: { id: { type: 'integer', format: 'int64' } },
-              required: ['id'],
-              additionalProperties: false,
-              examples: [{ id: EXAMPLE_PLANT.id }],
-            },
-          },
-        },
-      },
-      responses: received,
-    },
-  },
-  webhookPing: {
-    post: {
-      summary: 'A test delivery (webhook.ping)',
-      description:
-        'Sent once when the webhook’s owner asks for it (POST /webhooks/{id}/ping), whatever the webhook’s status, signed as newPlant is, with `plant-store-event: webhook.ping`. Never on the change feed.',
-      parameters: signatureHeaders,
-      requestBody: {
-        description: 'The id of the webhook pinged',
-        content: {
-          'application/json': {
-            schema: {
-              type: 'object',
-              properties: { webhookId: { type: 'string' } },
-              required: ['webhookId'],
-              additionalProperties: false,
-              examples: [{ webhookId: EXAMPLE_WEBHOOK.id }],
-            },
-          },
-        },
-      },
-      responses: received,
-    },
-  },
-};
-
-/** The top of the /docs page (Swagger UI renders it as Markdown): what this is, and how to get a token. */
-const DESCRIPTION = `Plants stored per user over HTTP/JSON, with webhooks and a change feed that tell other systems what changed.
-
-**Getting a token.** Every operation except \`/healthz\` and \`/readyz\` needs \`Authorization: Bearer <token>\`.
-On the server's machine, with the server's settings (the same \`DATABASE_URL\`), run
-
-    npx plant-store token create --subject alice --scopes plants:read,plants:write
-
-It prints the token once; keep it. On this page, click **Authorize**, paste the token, and use **Try it out** on any
-operation. The scopes: \`plants:read\` (list, the change feed), \`plants:write\` (create, delete), \`plants:admin\`
-(every user's plants, and both of the above), \`webhooks:read\` and \`webhooks:write\`. A server set up for OpenID
-Connect (\`JWT_JWKS_URL\`) also accepts the provider's JWTs.
-
-**Conventions.**
-- Ids are int64: read them as exact integers (JavaScript's \`JSON.parse\` rounds those beyond 2^53).
-- Every error answer carries the \`Error\` body. Besides the statuses each operation lists, the HTTP layer answers 404
-  for an unknown path (also \`/plants/\` with a trailing slash), 405 (with \`Allow\`) for a wrong method, 408 for a
-  request that is too slow and 431 for oversized headers.
-- Answers carry \`X-Request-Id\`, \`Cache-Control: no-store\` and \`X-Content-Type-Options: nosniff\`; with rate
-  limiting on, API answers carry \`RateLimit-*\`.
-- With \`CORS_ORIGINS\` set, a listed origin gets \`Access-Control-Allow-Origin\` (never
-  \`Access-Control-Allow-Credentials\`), \`Access-Control-Expose-Headers: Link, X-Request-Id, Retry-After,
-  RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset, WWW-Authenticate, ETag\` and \`Vary: Origin\`; preflights
-  (\`OPTIONS\`) get 204 without authentication, with \`Access-Control-Allow-Methods: GET, HEAD, POST, PATCH, DELETE\`,
-  \`Access-Control-Allow-Headers: Authorization, Content-Type, X-Request-Id, Last-Event-ID, If-None-Match\` and
-  \`Access-Control-Max-Age: 7200\`, and \`Allow\` in a 405 also names \`OPTIONS\`.
-- Version 1.1.0 added the events: webhooks (deliveries signed as Standard Webhooks says) and the change feed
-  (\`GET /events\`, Server-Sent Events).
-- Version 1.2.0 added what subscribers and operators rely on: \`PATCH /webhooks/{id}\`, secret rotation with an
-  overlap (two signatures), \`ping\`, \`recover\`, the attempt log, \`Retry-After\` honoured, a webhook's
-  \`description\`, \`failingSince\` and \`disabledReason\`; the feed's \`?types=\` and its JSON pages
-  (\`Accept: application/json\`); streams that survive a deploy (\`retry:\`) and end with their token.`;
-
-/** Declared with a description each (Spectral's operation-tag-defined); the order of the /docs page. */
-const TAGS: Json[] = [
-  { name: 'plants', description: "Create, list and delete the caller's plants." },
-  { name: 'webhooks', description: 'Subscriptions that POST each plant.created and plant.deleted event to a URL.' },
-  { name: 'events', description: 'The change feed: every change, live, as Server-Sent Events.' },
-  { name: 'operations', description: 'Liveness and readiness probes for load balancers and orchestrators; no token.' },
-];
 
 export interface OpenApiOptions {
   /** The `servers` URL (PUBLIC_URL): absolute, or relative to where the document was fetched from. */
   readonly publicUrl?: string;
 }
 
-export function buildOpenApi(routes: readonly RouteOptions[], { publicUrl = '/' }: OpenApiOptions = {}): Json {
+export function buildOpenApi(
+  routes: readonly RouteOptions[],
+  { info, parts, errorExamples, headerExamples }: ApiDescription,
+  { publicUrl = '/' }: OpenApiOptions = {},
+): Json {
+  const context: Context = { named: parts.flatMap((part) => part.schemas ?? []), errorExamples, headerExamples };
+  const webhooks = parts.flatMap((part) => (part.webhooks === undefined ? [] : [part.webhooks]));
   const paths: Record<string, Json> = {};
   for (const route of routes) {
     const schema = route.schema as RouteSchema | undefined;
@@ -348,20 +205,12 @@ export function buildOpenApi(routes: readonly RouteOptions[], { publicUrl = '/' 
     const scope = (route.config as { scope?: unknown } | undefined)?.scope;
     for (const method of [route.method].flat()) {
       if (method === 'HEAD') continue;
-      paths[path] = { ...paths[path], [method.toLowerCase()]: operation(schema, scope) };
+      paths[path] = { ...paths[path], [method.toLowerCase()]: operation(schema, scope, context) };
     }
   }
   return {
     openapi: '3.1.0',
-    info: {
-      title: 'Plant Store',
-      version: '1.2.0',
-      description: DESCRIPTION,
-      // Spectral's info-contact: who answers for this API. No address is given, since each
-      // deployment has its own operators; PUBLIC_URL's server is where to find them.
-      contact: { name: 'Plant Store maintainers' },
-      license: { name: 'MIT', identifier: 'MIT' },
-    },
+    info,
     servers: [
       {
         url: publicUrl,
@@ -369,11 +218,11 @@ export function buildOpenApi(routes: readonly RouteOptions[], { publicUrl = '/' 
       },
     ],
     security: [{ bearerAuth: [] }],
-    tags: TAGS,
+    tags: parts.flatMap((part) => part.tags ?? []),
     paths,
-    webhooks: WEBHOOKS,
+    ...(webhooks.length > 0 && { webhooks: Object.assign({}, ...webhooks) as Json }),
     components: {
-      schemas: Object.fromEntries(NAMED.map(([name, schema]) => [name, plain(schema)])),
+      schemas: Object.fromEntries(context.named.map(([name, schema]) => [name, plain(schema)])),
       securitySchemes: {
         bearerAuth: {
           type: 'http',

@@ -1,4 +1,7 @@
 import { type FastifyReply, type FastifyRequest, LogController } from 'fastify';
+import { knockedOut } from '../knockouts.js';
+
+const REQUEST_LOG_OFF = knockedOut('request-log');
 import pino, { type Logger } from 'pino';
 
 /** Query parameters whose value is a credential, whatever the caller calls it. */
@@ -42,20 +45,38 @@ type PinoParts = Logger & Parts;
 
 const INFO = 30; // pino's number for the info level
 
-/**
- * The request line, as `log.info({ method, url, status, ms }, 'request completed')` would write
- * it (a test holds them equal), built from the logger's own parts: it skips pino's walk over the
- * object's keys and serializers, which cost more per request than the rest of the line.
- */
-export function requestLine(log: Logger, method: string, url: string, status: number, ms: number): string {
-  const parts = log as PinoParts;
-  // An HTTP method is a token (RFC 9110 §5.6.2): it has nothing JSON must escape.
-  return `${parts[symbols.lsCacheSym][INFO]}${parts[symbols.timeSym]()}${parts[symbols.chindingsSym]},"method":"${method}","url":${JSON.stringify(url)},"status":${status},"ms":${ms},"msg":"request completed"${parts[symbols.endSym]}`;
+/** Who an authenticated request acted for, as its line names it: the token's public id and its subject. */
+export interface RequestActor {
+  readonly tokenId: string;
+  readonly subject: string;
 }
 
 /**
- * One log line per request, written when the response has gone: method, URL, status and time.
- * Fastify's own controller writes two (incoming and completed) with whole request and response
+ * The request line, as `log.info({ method, url, status, ms, tokenId, subject }, 'request completed')`
+ * would write it (a test holds them equal; `tokenId` and `subject` only for an authenticated
+ * request), built from the logger's own parts: it skips pino's walk over the object's keys and
+ * serializers, which cost more per request than the rest of the line.
+ */
+export function requestLine(
+  log: Logger,
+  method: string,
+  url: string,
+  status: number,
+  ms: number,
+  actor?: RequestActor,
+): string {
+  const parts = log as PinoParts;
+  // Never the token or its secret: the id is the token's public half (`token list` prints it).
+  const who =
+    actor === undefined ? '' : `,"tokenId":${JSON.stringify(actor.tokenId)},"subject":${JSON.stringify(actor.subject)}`;
+  // An HTTP method is a token (RFC 9110 §5.6.2): it has nothing JSON must escape.
+  return `${parts[symbols.lsCacheSym][INFO]}${parts[symbols.timeSym]()}${parts[symbols.chindingsSym]},"method":"${method}","url":${JSON.stringify(url)},"status":${status},"ms":${ms}${who},"msg":"request completed"${parts[symbols.endSym]}`;
+}
+
+/**
+ * One log line per request, written when the response has gone: method, URL, status and time, and
+ * for an authenticated request the token's id and subject (an operator finds whether a token is
+ * still used before revoking it). Fastify's own controller writes two (incoming and completed) with whole request and response
  * objects; the incoming line is kept at debug level. Headers are never logged, so neither is a token.
  */
 export class RequestLog extends LogController {
@@ -82,7 +103,10 @@ export class RequestLog extends LogController {
     const log = request.log as PinoParts; // the app's logger is pino's (app.ts)
     if (!log.isLevelEnabled('info')) return;
     const ms = Math.round(reply.elapsedTime * 100) / 100;
-    log[symbols.streamSym].write(requestLine(log, request.method, redactUrl(request.url), reply.statusCode, ms));
+    // Set by the authentication hook of the API's routes only; undefined for the rest and for refused tokens.
+    const actor = (request as { principal?: RequestActor }).principal;
+    if (REQUEST_LOG_OFF) return; // a benchmark's knock-out (src/knockouts.ts)
+    log[symbols.streamSym].write(requestLine(log, request.method, redactUrl(request.url), reply.statusCode, ms, actor));
   }
 
   /** The completed line says it: a 404 status. */

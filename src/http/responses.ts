@@ -1,4 +1,8 @@
-import { ErrorSchema } from '../plants/plant.schema.js';
+import { ErrorSchema } from '../wire/schemas.js';
+import type { ApiPart } from './openapi.js';
+
+/** Every error answer's body, named in the OpenAPI document. */
+export const ERRORS_API: ApiPart = { schemas: [['Error', ErrorSchema]] };
 
 const DESCRIPTIONS: Record<number, string> = {
   400: 'The request is malformed: bad JSON, a value outside its rules, a bad cursor, or two Authorization headers.',

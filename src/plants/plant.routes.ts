@@ -1,12 +1,22 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import Type from 'typebox';
 import { requireJson } from '../http/json-body.js';
+import type { ApiPart } from '../http/openapi.js';
 import { EncodedBodies, Representation, sendRepresentation } from '../http/representation.js';
 import { errorResponses } from '../http/responses.js';
 import { LIMIT_DEFAULT, ListQuery, NewPlant, Plant, PlantIdParams } from './plant.schema.js';
 import type { PlantService } from './plant.service.js';
 
 const security = [{ bearerAuth: [] }];
+
+/** What the plants add to the OpenAPI document besides their routes (http/openapi.ts). */
+export const PLANTS_API: ApiPart = {
+  tags: [{ name: 'plants', description: "Create, list and delete the caller's plants." }],
+  schemas: [
+    ['Plant', Plant],
+    ['NewPlant', NewPlant],
+  ],
+};
 
 export const createPlantSchema = {
   operationId: 'addPlant',

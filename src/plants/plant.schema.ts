@@ -1,13 +1,7 @@
 import Type, { type Static } from 'typebox';
 import { INT64_MIN } from '../http/validation.js';
+import { EXAMPLE_PLANT, Int64, TEXT_RULE, int64, textPattern } from '../wire/schemas.js';
 import { encodeCursor } from './cursor.js';
-
-// Counts code points and refuses lone surrogates whether or not a validator compiles it with the
-// `u` flag: without it a valid pair matches the second branch as one repetition; with it, the pair
-// is one astral code point outside the excluded range. Ajv uses `u`.
-export const textPattern = (max: number, min = 1): string =>
-  `^(?:[^\\u0000-\\u001f\\u007f\\ud800-\\udfff]|[\\ud800-\\udbff][\\udc00-\\udfff]){${min},${max}}$`;
-export const TEXT_RULE = 'Unicode code points, no control characters (U+0000–U+001F, U+007F), no lone surrogates';
 
 export const NAME_MAX = 200;
 export const TAG_MAX = 100;
@@ -26,22 +20,6 @@ export const PlantTag = Type.String({
   description: `1 to ${TAG_MAX} ${TEXT_RULE}`,
   examples: ['tropical'],
 });
-
-/**
- * The examples of the OpenAPI document are one story: POST /plants creates plant 42, GET /plants
- * lists it, DELETE /plants/42 deletes it, so that a generated contract test can chain the three.
- */
-export const EXAMPLE_PLANT = { id: 42, name: 'Monstera', tag: 'tropical' } as const;
-
-/** An int64 carried exactly: a JSON integer in a body, decimal text in a path (see validation.ts). */
-export const int64 = (examples?: readonly number[]) =>
-  Type.Unsafe<bigint>({
-    type: 'integer',
-    format: 'int64',
-    description: 'an integer from -9223372036854775808 to 9223372036854775807',
-    ...(examples && { examples }),
-  });
-export const Int64 = int64();
 
 export const Plant = Type.Object(
   { name: PlantName, tag: Type.Optional(PlantTag) },
@@ -73,18 +51,6 @@ export const NewPlant = Type.Object(
   },
 );
 export type NewPlant = Static<typeof NewPlant>;
-
-export const ErrorSchema = Type.Object(
-  {
-    error: Type.Integer({ format: 'int32', description: 'the HTTP status code' }),
-    message: Type.String({ minLength: 1, description: 'what went wrong, for a person' }),
-  },
-  {
-    additionalProperties: false,
-    description: 'The body of every error answer: its status again, and what went wrong.',
-    examples: [{ error: 404, message: `no plant with id ${EXAMPLE_PLANT.id}` }],
-  },
-);
 
 export const LIMIT_MAX = 1000;
 export const LIMIT_DEFAULT = 100;

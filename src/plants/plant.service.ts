@@ -1,4 +1,4 @@
-import type { Principal } from '../auth/authenticator.js';
+import type { Principal } from '../auth/principal.js';
 import { HttpError } from '../errors.js';
 import { INT64_MAX, INT64_MIN } from '../http/validation.js';
 import { type PlantRecord, type PlantStore, samePlant } from '../store/store.js';

@@ -28,7 +28,12 @@ function defaultMetrics(): Registry {
   return processMetrics;
 }
 
-/** `count()` at most once per `ttlMs`, with one call in flight at a time. */
+/**
+ * `count()` at most once per `ttlMs`, with one call in flight at a time. Not a CachedReading
+ * (cached-reading.ts), which keeps the last value through failures and stops waiting after a
+ * while: a plant count that fails is unknown (NaN, docs/monitoring.md), never a stale one, and
+ * the next scrape counts again.
+ */
 function reused(count: () => Promise<number>, ttlMs: number): () => Promise<number> {
   let last: { at: number; value: Promise<number> } | undefined;
   return () => {

@@ -4,8 +4,19 @@ import swaggerUi, { type FastifySwaggerUiOptions as SwaggerUiOptions } from '@fa
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import Type from 'typebox';
 import { HttpError } from '../errors.js';
+import type { ApiPart } from '../http/openapi.js';
 import { errorResponses } from '../http/responses.js';
 import type { Store } from '../store/store.js';
+
+/** What the probes add to the OpenAPI document besides their routes (http/openapi.ts). */
+export const OPERATIONS_API: ApiPart = {
+  tags: [
+    {
+      name: 'operations',
+      description: 'Liveness and readiness probes for load balancers and orchestrators; no token.',
+    },
+  ],
+};
 
 interface SystemDeps {
   readonly store: Pick<Store, 'isReady'>;

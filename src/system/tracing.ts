@@ -11,8 +11,9 @@ import {
 } from '@opentelemetry/api';
 import type Database from 'better-sqlite3';
 import type { FastifyInstance } from 'fastify';
+import type { core, tracing as sdkTracing } from '@opentelemetry/sdk-node';
 import { redactUrl } from '../http/request-log.js';
-import { type DeliveryTrace, type TracingHooks, tracing } from './tracing-hooks.js';
+import { type DeliveryTrace, type TracingHooks, tracing } from '../tracing-hooks.js';
 
 /**
  * OpenTelemetry tracing, on when the standard OTLP endpoint variable is set (docs/tracing.md).
@@ -23,6 +24,9 @@ import { type DeliveryTrace, type TracingHooks, tracing } from './tracing-hooks.
 
 const SCOPE = 'plant-store';
 
+/** What the app's log is to the tracing: the two levels it writes at. */
+type TracingLog = Pick<FastifyInstance['log'], 'warn' | 'info'>;
+
 /**
  * Starts the SDK: OTLP/HTTP export configured by the standard OTEL_* variables (endpoint, headers,
  * protocol, sampler, batch sizes, resource), spans from the official http and pg instrumentations,
@@ -32,14 +36,18 @@ export async function startTracing(env: NodeJS.ProcessEnv = process.env): Promis
   // instrumentation-pg patches `pg` as it is imported; the server imports it as an ES module, which
   // only a loader hook can reach. The hook is told to look at `pg` alone and leave every other import as it is.
   register('@opentelemetry/instrumentation/hook.mjs', import.meta.url, { data: { include: ['pg'] } });
-  const [{ NodeSDK }, { HttpInstrumentation }, { PgInstrumentation }] = await Promise.all([
+  const [{ NodeSDK, core: otelCore }, { HttpInstrumentation }, { PgInstrumentation }] = await Promise.all([
     import('@opentelemetry/sdk-node'),
     import('@opentelemetry/instrumentation-http'),
     import('@opentelemetry/instrumentation-pg'),
   ]);
   const named = Boolean(env.OTEL_SERVICE_NAME) || /(^|,)\s*service\.name\s*=/.test(env.OTEL_RESOURCE_ATTRIBUTES ?? '');
+  const otlp = await otlpExporter(env);
+  const watched = otlp && new WatchedExporter(otlp.exporter, otlp.target, otelCore.ExportResultCode.SUCCESS);
   const sdk = new NodeSDK({
     ...(named ? {} : { serviceName: 'plant-store' }),
+    // The SDK's own choice from the same variables, watched; another exporter (zipkin, console) is left to the SDK.
+    ...(watched ? { traceExporter: watched } : {}),
     metricReaders: [],
     logRecordProcessors: [],
     instrumentations: [
@@ -61,15 +69,132 @@ export async function startTracing(env: NodeJS.ProcessEnv = process.env): Promis
     ],
   });
   sdk.start();
-  tracing.current = new OtelHooks(() => sdk.shutdown());
+  const exportsTo = otlp?.target ?? `OTEL_TRACES_EXPORTER=${env.OTEL_TRACES_EXPORTER ?? ''}`;
+  tracing.current = new OtelHooks(exportsTo, () => sdk.shutdown(), watched);
+}
+
+/**
+ * The OTLP exporter the SDK would make from the same variables (OTEL_TRACES_EXPORTER unset or
+ * `otlp`; the protocol from OTEL_EXPORTER_OTLP_TRACES_PROTOCOL or OTEL_EXPORTER_OTLP_PROTOCOL,
+ * `http/protobuf` by default), and where it sends; undefined for any other exporter.
+ */
+async function otlpExporter(
+  env: NodeJS.ProcessEnv,
+): Promise<{ exporter: sdkTracing.SpanExporter; target: string } | undefined> {
+  const names = (env.OTEL_TRACES_EXPORTER ?? '')
+    .split(',')
+    .map((name) => name.trim())
+    .filter((name) => name !== '' && name !== 'null');
+  if (names.some((name) => name !== 'otlp')) return undefined;
+  const protocol = (env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL || env.OTEL_EXPORTER_OTLP_PROTOCOL || '').trim();
+  const { OTLPTraceExporter } = await (protocol === 'grpc'
+    ? import('@opentelemetry/exporter-trace-otlp-grpc')
+    : protocol === 'http/json'
+      ? import('@opentelemetry/exporter-trace-otlp-http')
+      : import('@opentelemetry/exporter-trace-otlp-proto'));
+  return { exporter: new OTLPTraceExporter(), target: exportTarget(env, protocol === 'grpc') };
+}
+
+/**
+ * The URL the exporter sends to, as the OTLP exporters read the variables: the traces endpoint as
+ * it is, or the general one with `/v1/traces` (over HTTP). Without user, password or query: a
+ * credential put there stays out of the log (headers, OTEL_EXPORTER_OTLP_HEADERS, are never read).
+ */
+export function exportTarget(env: NodeJS.ProcessEnv, grpc = false): string {
+  const specific = env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT?.trim();
+  const general = env.OTEL_EXPORTER_OTLP_ENDPOINT?.trim();
+  const target =
+    specific || (grpc || !general ? general : `${general.endsWith('/') ? general : `${general}/`}v1/traces`);
+  try {
+    const url = new URL(target ?? '');
+    url.username = '';
+    url.password = '';
+    url.search = '';
+    url.hash = '';
+    return url.toString();
+  } catch {
+    return 'an unparsable URL';
+  }
+}
+
+/**
+ * The exporter, watched: the first export that fails is one warning, and the first that succeeds
+ * after failures is one line more, with the spans lost meanwhile; never a line per batch
+ * (docs/tracing.md, "Failure modes"). Until the app's log is given, what happened waits for it.
+ */
+class WatchedExporter implements sdkTracing.SpanExporter {
+  #log: TracingLog | undefined;
+  #failing = false;
+  /** The failure not yet told: before the log is given. */
+  #untold: string | undefined;
+  #lostSpans = 0;
+
+  constructor(
+    private readonly exporter: sdkTracing.SpanExporter,
+    private readonly target: string,
+    private readonly success: core.ExportResultCode,
+  ) {}
+
+  export(spans: sdkTracing.ReadableSpan[], done: (result: core.ExportResult) => void): void {
+    this.exporter.export(spans, (result) => {
+      if (result.code === this.success) this.#succeeded();
+      else this.#failed(spans.length, result.error);
+      done(result);
+    });
+  }
+
+  shutdown(): Promise<void> {
+    return this.exporter.shutdown();
+  }
+
+  forceFlush(): Promise<void> {
+    return this.exporter.forceFlush?.() ?? Promise.resolve();
+  }
+
+  tellTo(log: TracingLog): void {
+    this.#log = log;
+    if (this.#untold !== undefined) this.#warn(this.#untold);
+    this.#untold = undefined;
+  }
+
+  #failed(spans: number, error: Error | undefined): void {
+    this.#lostSpans += spans;
+    if (this.#failing) return;
+    this.#failing = true;
+    // A connection refused on every address of a name is an AggregateError: no message, a code.
+    const code = error !== undefined && 'code' in error ? String(error.code) : undefined;
+    const reason = error?.message || code || 'the export failed';
+    if (this.#log === undefined) this.#untold = reason;
+    else this.#warn(reason);
+  }
+
+  #warn(reason: string): void {
+    this.#log?.warn(
+      { endpoint: this.target, reason },
+      'tracing: the collector is unreachable: spans are dropped until it answers',
+    );
+  }
+
+  #succeeded(): void {
+    if (!this.#failing) return;
+    this.#failing = false;
+    this.#untold = undefined;
+    this.#log?.info({ endpoint: this.target, lostSpans: this.#lostSpans }, 'tracing: the collector is reachable again');
+    this.#lostSpans = 0;
+  }
 }
 
 class OtelHooks implements TracingHooks {
   readonly #tracer = trace.getTracer(SCOPE);
 
-  constructor(readonly shutdown: () => Promise<void>) {}
+  constructor(
+    readonly exportsTo: string,
+    readonly shutdown: () => Promise<void>,
+    private readonly exporter: WatchedExporter | undefined,
+  ) {}
 
   instrumentApp(app: FastifyInstance): void {
+    this.exporter?.tellTo(app.log);
     // onSend runs before the answer is written, while the http instrumentation's server span is open.
     app.addHook('onSend', (request, reply, payload, done) => {
       const span = trace.getActiveSpan();

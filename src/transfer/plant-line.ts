@@ -27,7 +27,7 @@ export function parseLine(text: string): PlantRecord | { error: string } {
     if (error instanceof JsonSyntaxError) return { error: `not valid JSON: ${error.message}` };
     throw error;
   }
-  if (!validate(value)) return { error: describeValidation('plant', validate.errors![0]!) };
+  if (!validate(value)) return { error: describeValidation('plant', validate.errors!) };
   const line = value as PlantLine;
   return { id: line.id, owner: line.owner, name: line.name, tag: line.tag ?? null };
 }

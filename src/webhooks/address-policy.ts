@@ -147,15 +147,24 @@ export function checkLiteralHost(
 export const MAX_WEBHOOK_URL_LENGTH = 2048;
 
 /**
+ * What lifts a refusal marked `privateOnly` (an http:// URL, a literal non-public host), said after
+ * the rule by the registration's 400 and by `plant-store webhooks` (`setting`: where the setting
+ * must be). The rule stays: only the setting lifts it.
+ */
+export const allowPrivateHint = (setting: string): string =>
+  `${setting} allows http:// and private addresses, for development only`;
+
+/**
  * Validates a webhook URL at registration (a failure is a 400 with `reason` as its message) and
- * again before each delivery. WHATWG parsing normalises numeric hosts (`http://2130706433/`,
+ * again before each delivery (`reason` is the attempt's error). `privateOnly`: a refusal that
+ * WEBHOOK_ALLOW_PRIVATE=1 would lift. WHATWG parsing normalises numeric hosts (`http://2130706433/`,
  * `http://0x7f.1/`, `http://127.1/` all become 127.0.0.1), so the literal check sees the address
  * the connection would use.
  */
 export function checkWebhookUrl(
   raw: string,
   options: AddressPolicyOptions,
-): { ok: true; url: URL } | Extract<PolicyResult, { ok: false }> {
+): { ok: true; url: URL } | (Extract<PolicyResult, { ok: false }> & { readonly privateOnly?: true }) {
   const tooLong = {
     ok: false,
     reason: `the webhook URL must be at most ${MAX_WEBHOOK_URL_LENGTH} characters`,
@@ -169,7 +178,8 @@ export function checkWebhookUrl(
   }
   const schemes = options.allowPrivate ? ['https:', 'http:'] : ['https:'];
   if (!schemes.includes(url.protocol)) {
-    return { ok: false, reason: `the webhook URL must use ${options.allowPrivate ? 'http or https' : 'https'}` };
+    const reason = `the webhook URL must use ${options.allowPrivate ? 'http or https' : 'https'}`;
+    return url.protocol === 'http:' ? { ok: false, reason, privateOnly: true } : { ok: false, reason };
   }
   if (url.username !== '' || url.password !== '') {
     return { ok: false, reason: 'the webhook URL must not contain a user name or password' };
@@ -181,7 +191,11 @@ export function checkWebhookUrl(
   if (url.href.length > MAX_WEBHOOK_URL_LENGTH) return tooLong;
   const host = checkLiteralHost(url.hostname, options);
   if (!host.ok) {
-    return { ok: false, reason: `the webhook URL must point at a public address, not ${host.address} (${host.kind})` };
+    return {
+      ok: false,
+      reason: `the webhook URL must point at a public address, not ${host.address} (${host.kind})`,
+      privateOnly: true,
+    };
   }
   return { ok: true, url };
 }

@@ -1,6 +1,6 @@
 import Type, { type Static } from 'typebox';
-import { int64 } from '../plants/plant.schema.js';
 import { PING_TYPE } from '../store/store.js';
+import { int64 } from '../wire/schemas.js';
 import { EXAMPLE_WEBHOOK, EventTypeSchema, Timestamp, WebhookId } from './webhook.schema.js';
 
 // The shapes of a webhook's deliveries (CONTRACT.md, Events 1.1.0 and 1.2.0): a delivery, its

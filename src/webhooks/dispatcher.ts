@@ -10,7 +10,7 @@ import { outcomeOf } from './outcome.js';
 import type { SecretBox } from './secret-box.js';
 import type { WebhookAttempt, WebhookSender } from './sender.js';
 import { signDelivery } from './signing.js';
-import { tracing, untraced } from '../system/tracing-hooks.js';
+import { tracing, untraced } from '../tracing-hooks.js';
 
 /** How many deliveries one claim leases at most. */
 const CLAIM_BATCH = 64;

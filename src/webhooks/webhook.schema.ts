@@ -1,12 +1,12 @@
 import Type, { type Static } from 'typebox';
-import { TEXT_RULE, textPattern } from '../plants/plant.schema.js';
 import type { DisabledReason, EventType } from '../store/store.js';
+import { TEXT_RULE, textPattern } from '../wire/schemas.js';
 
 // The shapes of CONTRACT.md's Events sections (1.1.0 and 1.2.0): Webhook, the created webhook with
 // its secret once, and the bodies that change a webhook. Deliveries: delivery.schema.ts.
 
-// The OpenAPI document's examples tell one story (as plant.schema.ts's do): POST /webhooks answers
-// this webhook, and the operations on /webhooks/{id} name it.
+// The OpenAPI document's examples tell one story (wire/schemas.ts's EXAMPLE_PLANT): POST /webhooks
+// answers this webhook, and the operations on /webhooks/{id} name it.
 export const EXAMPLE_WEBHOOK = {
   id: 'wh_5Hc2vKQ9XyPz3mTb',
   url: 'https://example.com/hooks/plants',

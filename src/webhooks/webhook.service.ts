@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
-import type { Principal } from '../auth/authenticator.js';
+import type { Principal } from '../auth/principal.js';
 import type { EventSettings } from '../config.js';
 import { HttpError } from '../errors.js';
 import { RFC3339_DATE_TIME } from '../http/validation.js';
@@ -15,13 +15,13 @@ import {
   type WebhookPatch,
   type WebhookRecord,
 } from '../store/store.js';
-import { checkWebhookUrl } from './address-policy.js';
+import { allowPrivateHint, checkWebhookUrl } from './address-policy.js';
 import type { AttemptBody, DeliveryBody, PingDeliveryBody } from './delivery.schema.js';
 import { logDisabled } from './disabled-log.js';
 import type { SecretBox } from './secret-box.js';
 import { newWebhookSecret } from './signing.js';
 import { DESCRIPTION_MAX, type WebhookBody, type WebhookPatchBody } from './webhook.schema.js';
-import { textPattern } from '../plants/plant.schema.js';
+import { textPattern } from '../wire/schemas.js';
 
 const ALPHABET = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
 
@@ -30,6 +30,16 @@ export function newWebhookId(): string {
   let id = 'wh_';
   for (const byte of randomBytes(16)) id += ALPHABET[byte % 62];
   return id;
+}
+
+/**
+ * A webhook URL refused by a rule WEBHOOK_ALLOW_PRIVATE=1 lifts (http://, a private host): the 400
+ * names the setting; `plant-store webhooks` says it for its own process from `rule`.
+ */
+export class PrivateTargetError extends HttpError {
+  constructor(readonly rule: string) {
+    super(400, `${rule} (${allowPrivateHint('a server started with WEBHOOK_ALLOW_PRIVATE=1')})`);
+  }
 }
 
 const iso = (ms: number | null): string | null => (ms === null ? null : new Date(ms).toISOString());
@@ -140,7 +150,8 @@ export class WebhookService {
 
   private checkUrl(url: string): string {
     const checked = checkWebhookUrl(url, { allowPrivate: this.settings.allowPrivateTargets });
-    if (!checked.ok) throw new HttpError(400, checked.reason);
+    if (!checked.ok)
+      throw checked.privateOnly ? new PrivateTargetError(checked.reason) : new HttpError(400, checked.reason);
     return checked.url.href;
   }
 
@@ -202,6 +213,11 @@ export class WebhookService {
 
   async list(owner: string | null): Promise<WebhookBody[]> {
     return (await this.store.listWebhooks(owner)).map(webhookBody);
+  }
+
+  /** Every webhook (or `owner`'s), each with the subject it belongs to: `plant-store webhooks list`. */
+  async listWithSubjects(owner: string | null): Promise<Array<WebhookBody & { subject: string }>> {
+    return (await this.store.listWebhooks(owner)).map((w) => ({ ...webhookBody(w), subject: w.owner }));
   }
 
   async remove(owner: string | null, id: string): Promise<void> {

@@ -4,6 +4,7 @@ import Database from 'better-sqlite3';
 import { Webhook as Verifier } from 'standardwebhooks';
 import { runCli } from '../../../test/process.js';
 import { Receiver } from '../../../test/e2e/webhook-receiver.js';
+import { eventually } from '../../../test/support/eventually.js';
 import { type Delivery, type FeedEvent, PlantStoreClient, PlantStoreError } from '../src/index.js';
 import { type TestServer, recordingFetch, startTestServer } from './support.js';
 
@@ -40,16 +41,8 @@ async function client(subject: string, scopes = SCOPES): Promise<PlantStoreClien
   return new PlantStoreClient({ baseUrl: server.url, token: await server.token(scopes, subject) });
 }
 
-/** Polls until `check` answers something, or fails at the deadline: a bound, not a speed. */
-async function until<T>(what: string, check: () => Promise<T | undefined>, ms = 20_000): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const value = await check();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`${what}: not within ${ms} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
+/** Polls until `check` answers something, or fails at 20 s: a bound, not a speed. */
+const until = <T>(what: string, check: () => Promise<T | undefined>): Promise<T> => eventually(check, what, 20_000);
 
 const settled = (c: PlantStoreClient, id: string, status: Delivery['status']) =>
   until(`every delivery of ${id} ${status}`, async () => {

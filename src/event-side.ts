@@ -1,12 +1,12 @@
 import type { FastifyBaseLogger } from 'fastify';
-import type { EventSettings } from '../config.js';
-import type { Store } from '../store/store.js';
-import { ApiPressure } from '../webhooks/api-pressure.js';
-import type { AttemptResultKind } from '../webhooks/attempt-result.js';
-import { Dispatcher } from '../webhooks/dispatcher.js';
-import { SecretBox } from '../webhooks/secret-box.js';
-import { WebhookSender } from '../webhooks/sender.js';
-import { EventPruner } from './pruner.js';
+import type { EventSettings } from './config.js';
+import { EventPruner } from './events/pruner.js';
+import type { Store } from './store/store.js';
+import { ApiPressure } from './webhooks/api-pressure.js';
+import type { AttemptResultKind } from './webhooks/attempt-result.js';
+import { Dispatcher } from './webhooks/dispatcher.js';
+import { SecretBox } from './webhooks/secret-box.js';
+import { WebhookSender } from './webhooks/sender.js';
 
 export interface EventSide {
   readonly dispatcher: Dispatcher;
@@ -20,6 +20,8 @@ export interface EventSide {
  * `observe` is told of every attempt (the metrics). With WEBHOOK_DELIVERY=off the dispatcher does
  * not start: the deliveries wait in the database for a process that sends; the pruning still runs
  * (it keeps every pending delivery, and every event not yet fanned out: docs/decisions.md).
+ * It wires webhooks/ and events/ together, so it is composed here beside server.ts, not inside
+ * either feature.
  */
 export function startEventSide(
   store: Store,

@@ -13,12 +13,20 @@ export interface DeliveryTrace {
 /**
  * The seams where tracing attaches, when it is on (OTEL_EXPORTER_OTLP_ENDPOINT, docs/tracing.md).
  *
- * This module imports nothing of OpenTelemetry: the SDK is loaded by `startTracing` (tracing.ts)
- * only when tracing is on, and fills `tracing.current`. With it off every seam is one check of an
- * undefined field, and the hot path is the same code as without tracing (BENCHMARKS.md).
+ * This module imports nothing of OpenTelemetry: the SDK is loaded by `startTracing`
+ * (system/tracing.ts) only when tracing is on, and fills `tracing.current`. With it off every seam
+ * is one check of an undefined field, and the hot path is the same code as without tracing
+ * (BENCHMARKS.md). It sits below every layer, so that the features and the app reach the seams
+ * without importing the operator surface (system/); the store is handed its hook.
  */
 export interface TracingHooks {
-  /** Names each request's server span after its route pattern, and records the principal's subject. */
+  /** Where the spans go (the collector's URL without credentials, query or headers), for the start-up line. */
+  readonly exportsTo: string;
+  /**
+   * Names each request's server span after its route pattern, and records the principal's subject;
+   * from now on the exporter's trouble is told on the app's log (once when the collector cannot be
+   * reached, once when it can again).
+   */
   instrumentApp(app: FastifyInstance): void;
   /** Gives every statement of this SQLite connection a span (PostgreSQL's come from instrumentation-pg). */
   instrumentSqlite(db: Database.Database): void;
