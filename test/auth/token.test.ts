@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { type Principal, Refusal, TokenAuthenticator } from '../../src/auth/authenticator.js';
+import { Refusal, TokenAuthenticator } from '../../src/auth/authenticator.js';
+import type { Principal } from '../../src/auth/principal.js';
 
 const subjectOf = (answer: Principal | Refusal): string | undefined =>
   answer instanceof Refusal ? undefined : answer.subject;

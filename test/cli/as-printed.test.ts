@@ -6,9 +6,9 @@ import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:f
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { setTimeout as delay } from 'node:timers/promises';
 import { loadConfig } from '../../src/config.js';
 import { BIN, type CliResult, type ServerProcess, runCli, startServer } from '../process.js';
+import { eventually } from '../support/eventually.js';
 
 // Issue 17, 2: the command line works as printed: negative ids as plain option values, --limit
 // as the number of plants shown, errors that say what to do, quiet ends under `| head`, the
@@ -104,7 +104,11 @@ test('plants list --limit N shows at most N plants; --page-size sets only how ma
     assert.equal(r.code, 0, r.stderr);
     assert.equal(r.stdout, names(shown), options.join(' '));
     // The server logs a request as its answer goes out: the line may follow the answer by a moment.
-    await logged(() => requests().length >= seen + pages.length);
+    await eventually(
+      async () => (requests().length >= seen + pages.length ? true : undefined),
+      () =>
+        `the server logged the ${pages.length} requests of ${options.join(' ')} (${requests().length - seen} so far)`,
+    );
     const sent = requests()
       .slice(seen)
       .map((url) => new URL(url, 'http://x').searchParams.get('limit') ?? undefined);
@@ -125,15 +129,6 @@ test('plants list --limit N shows at most N plants; --page-size sets only how ma
     assert.match(r.stderr, message);
   }
 });
-
-/** Waits for the server's log to satisfy `done`, a log chunk at a time (at most 10 s). */
-async function logged(done: () => boolean): Promise<void> {
-  const deadline = Date.now() + 10_000;
-  while (!done()) {
-    assert.ok(Date.now() < deadline, 'the server logged the requests');
-    await Promise.race([once(server.child.stdout!, 'data'), delay(500)]);
-  }
-}
 
 /** Runs the command, reads its first chunk of stdout and closes the pipe, as `| head -1` does. */
 async function cutShort(args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number | null; stderr: string }> {

@@ -6,7 +6,7 @@ import { after, test } from 'node:test';
 import Database from 'better-sqlite3';
 import { BackupRefusedError, backupSqlite } from '../../src/store/sqlite-snapshot.js';
 import { openSqlite } from '../../src/store/sqlite.js';
-import { runCli, startServer } from '../process.js';
+import { runCli, runCliWithin, startServer } from '../process.js';
 import { WriteLoad, allEvents, allPlants, instantsOf, missedWrites, seedId, seedPlants } from './snapshot-support.js';
 
 // Operations issue, 5: `plant-store backup <file>` copies a SQLite database while the server
@@ -198,4 +198,24 @@ test('backup names what it cannot do: PostgreSQL (use pg_dump, no password shown
   assert.equal(usage.code, 2);
   assert.match(usage.stderr, /^plant-store: backup takes one file/);
   assert.equal(existsSync(join(at, 'x.db')), false);
+});
+
+// The second walkthrough, point 3: a folder that cannot be made spun in Node's recursive mkdir (for
+// ever on /proc, deaf to SIGTERM); it is refused, nothing done. Killed by its pid past 30 s.
+test('backup refuses a file whose folder cannot be made (under /proc, under a regular file): exit 2, nothing done', async () => {
+  const at = freshDir();
+  const path = join(at, 'store.db');
+  await seed(path, 1);
+  const file = join(at, 'a-file');
+  writeFileSync(file, 'not a folder');
+  for (const [destination, folder] of [
+    ['/proc/x/copy.db', '/proc/x'],
+    [join(file, 'copies', 'copy.db'), join(file, 'copies')],
+  ] as const) {
+    const refused = await runCliWithin(30_000, ['backup', destination], { DATABASE_URL: `sqlite:${path}` });
+    assert.equal(refused.code, 2, refused.stderr);
+    assert.ok(refused.stderr.includes(`plant-store: cannot make the folder ${folder}`), refused.stderr);
+    assert.match(refused.stderr, /give a file in a folder this process can create or write\n$/);
+  }
+  assert.equal(readFileSync(file, 'utf8'), 'not a folder');
 });

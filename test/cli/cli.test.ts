@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
@@ -119,7 +119,7 @@ test('migrate applies the schema once and says so', async () => {
   assert.equal(first.code, 0);
   assert.equal(
     first.stderr,
-    `plant-store: database ${env.DATABASE_URL!} (a new file: it did not exist)\nApplied migrations 1, 2, 3, 4.\n`,
+    `plant-store: database ${env.DATABASE_URL!} (a new file: it did not exist)\nApplied migrations 1, 2, 3, 4, 5.\n`,
   );
   const second = await runCli(['migrate'], env);
   assert.equal(second.code, 0);
@@ -172,4 +172,15 @@ test('--help prints the usage and exits 0', async () => {
   assert.equal(r.code, 0);
   assert.match(r.stdout, /^Usage: plant-store <command>/);
   assert.match(r.stdout, /token create --subject <user> --scopes <s1,s2>/);
+  assert.match(r.stdout, /^ {2}--version, -v +print the version/m);
+});
+
+test("--version and -v print package.json's version alone on stdout and exit 0", async () => {
+  const { version } = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {
+    version: string;
+  };
+  for (const flag of ['--version', '-v']) {
+    const r = await runCli([flag], {});
+    assert.deepEqual(r, { code: 0, stdout: `${version}\n`, stderr: '' }, flag);
+  }
 });

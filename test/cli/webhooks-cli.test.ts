@@ -31,12 +31,30 @@ test('webhooks add prints the secret alone on stdout; list shows it without the 
   assert.equal(listed.code, 0);
   const hooks = JSON.parse(listed.stdout) as Array<Record<string, unknown>>;
   assert.deepEqual(
-    hooks.map((h) => [h.id, h.url, h.events, h.status]),
-    [[id, 'https://hooks.example.com/plants', ['plant.created', 'plant.deleted'], 'active']],
+    hooks.map((h) => [h.id, h.subject, h.url, h.events, h.status]),
+    [[id, 'alice', 'https://hooks.example.com/plants', ['plant.created', 'plant.deleted'], 'active']],
   );
+  // The API's Webhook, and the subject it belongs to (docs/cli.md).
+  assert.deepEqual(Object.keys(hooks[0]!).sort(), [
+    'createdAt',
+    'description',
+    'disabledReason',
+    'events',
+    'failingSince',
+    'id',
+    'status',
+    'subject',
+    'url',
+  ]);
   assert.ok(!listed.stdout.includes(added.stdout.trim().slice(6)), 'no secret in the list');
   const table = await runCli(['webhooks', 'list'], env);
-  assert.match(table.stdout, /^ID\s+URL\s+EVENTS\s+STATUS\s+CREATED\n/);
+  assert.match(table.stdout, /^ID\s+SUBJECT\s+URL\s+EVENTS\s+STATUS\s+CREATED\n/);
+  assert.match(
+    table.stdout,
+    new RegExp(
+      `\\n${id}\\s+alice\\s+https://hooks\\.example\\.com/plants\\s+plant\\.created,plant\\.deleted\\s+active\\s+\\d{4}-`,
+    ),
+  );
   assert.equal((await runCli(['webhooks', 'list', '--subject', 'bob', '--json'], env)).stdout.trim(), '[]');
   const removed = await runCli(['webhooks', 'remove', id], env);
   assert.equal(removed.code, 0);
@@ -52,6 +70,11 @@ test('webhooks add refuses a private or non-https URL (exit 1) unless WEBHOOK_AL
     const r = await runCli(['webhooks', 'add', '--subject', 'alice', '--url', url], env);
     assert.equal(r.code, 1, url);
     assert.match(r.stderr, /^plant-store: the webhook URL must/m);
+    // What allows it in development, for this process (which checks it) and the server (which checks each delivery).
+    assert.match(
+      r.stderr,
+      / \(WEBHOOK_ALLOW_PRIVATE=1 in this command's environment and the server's allows http:\/\/ and private addresses, for development only\)\n$/,
+    );
     assert.equal(r.stdout, '');
   }
   const allowed = await runCli(['webhooks', 'add', '--subject', 'alice', '--url', 'http://127.0.0.1:9/x', '--json'], {

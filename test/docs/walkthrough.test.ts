@@ -1,17 +1,22 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
-import { type ServerProcess, startServer } from '../process.js';
+import { EXAMPLES } from '../../src/cli/usage.js';
+import { BIN, type ServerProcess, startServer } from '../process.js';
 
-// The README's walk-through, run as printed: each ```sh block right after a `<!-- walkthrough -->`
-// comment is run by bash as one script, in the checkout (so `npx plant-store` is this package),
-// against a real server on a free port. The one change made to the text is the port: the README
-// says 127.0.0.1:8080, where `npm start` listens. Every `# → …` line (and the `#   …` lines under
-// it) is output the command before it must print, as whole lines and in that order.
+// The README's walk-through, then the examples of docs/cli.md, run as printed, in that order, in
+// one database, against one real server on a free port: each ```sh block right after a
+// `<!-- walkthrough -->` comment is run by bash as one script. The README's runs in the checkout
+// (so `npx plant-store` is this package); docs/cli.md's run in a folder of their own (they write
+// plants.ndjson and backups/), where plant-store is installed (node_modules/.bin, also on the
+// PATH for the usage's bare `plant-store`, and run for `npx plant-store`), with PLANT_STORE_URL set. The one change made to the
+// text is the README's port: it says 127.0.0.1:8080, where `npm start` listens. Every `# → …` line
+// (and the `#   …` lines under it) is output the command before it must print, as whole lines and
+// in that order.
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const README_ADDRESS = '127.0.0.1:8080';
@@ -62,11 +67,12 @@ function walkthroughSteps(block: string): Step[] {
 /** Runs a script with bash; answers its exit code and what it wrote. Bounded: killed after `limitMs`. */
 function bash(
   script: string,
+  cwd: string,
   env: NodeJS.ProcessEnv,
   limitMs: number,
 ): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
-    const child = spawn('bash', ['-c', script], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn('bash', ['-c', script], { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (chunk: Buffer) => void (stdout += chunk.toString()));
@@ -83,7 +89,54 @@ function bash(
 /** The lines a command printed: `\r` of HTTP header lines and trailing blanks dropped. */
 const outputLines = (text: string): string[] => text.split('\n').map((line) => line.replace(/\s+$/, ''));
 
-describe("the README's walk-through", () => {
+/** Runs a walk-through block as one bash script, failing on the first command that fails or prints other than the doc. */
+async function runBlock(
+  block: string,
+  cwd: string,
+  env: NodeJS.ProcessEnv,
+  rewrite: (command: string) => string = (command) => command,
+  prelude: string[] = [],
+): Promise<Step[]> {
+  const steps = walkthroughSteps(block);
+  // One script, so that what a command sets (TOKEN=…) holds for the next; a marker line before each.
+  const script = [
+    'set -euo pipefail',
+    ...prelude,
+    ...steps.flatMap((step) => [`printf '\\n%s\\n' '${MARKER}'`, rewrite(step.command)]),
+  ].join('\n');
+  const run = await bash(
+    script,
+    cwd,
+    // npm_config_offline: npx finds plant-store here, and must never ask a registry.
+    { ...env, npm_config_offline: 'true', npm_config_update_notifier: 'false' },
+    120_000,
+  );
+  const outputs = run.stdout.split(`\n${MARKER}\n`).slice(1);
+  assert.equal(
+    run.code,
+    0,
+    `the block failed (exit ${run.code}) at:\n${steps[outputs.length - 1]?.command}\n${run.stderr}\n${run.stdout}`,
+  );
+  assert.equal(outputs.length, steps.length, `every command ran:\n${run.stdout}`);
+  steps.forEach((step, i) => {
+    const lines = outputLines(outputs[i]!);
+    let at = 0;
+    for (const want of step.expected) {
+      const found = lines.indexOf(want, at);
+      assert.ok(
+        found >= 0,
+        `${step.command}\nshould print (in this order):\n${step.expected.join('\n')}\nbut printed:\n${outputs[i]}`,
+      );
+      at = found + 1;
+    }
+  });
+  return steps;
+}
+
+const summary = (steps: Step[]): string =>
+  `${steps.length} commands, ${steps.reduce((n, s) => n + s.expected.length, 0)} printed lines checked`;
+
+describe("the README's walk-through, then docs/cli.md's examples, in one database", () => {
   const dir = mkdtempSync(join(tmpdir(), 'plant-store-walkthrough-'));
   // The server and the command line share this database, as the checkout's default file would be shared.
   const env = { DATABASE_URL: `sqlite:${join(dir, 'plants.db')}` };
@@ -97,46 +150,46 @@ describe("the README's walk-through", () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  it('answers every command as the README prints it, against a real server', async (t) => {
+  it('the README: every command answers as printed, against a real server', async (t) => {
     const blocks = walkthroughBlocks(readFileSync(join(ROOT, 'README.md'), 'utf8'));
     assert.ok(blocks.length > 0, 'README.md marks its walk-through: <!-- walkthrough --> before a ```sh block');
     const address = new URL(server.url).host;
     for (const block of blocks) {
       assert.ok(block.includes(README_ADDRESS), `the walk-through calls ${README_ADDRESS}, where npm start listens`);
-      const steps = walkthroughSteps(block);
+      const steps = await runBlock(block, ROOT, { ...process.env, ...env }, (command) =>
+        command.replaceAll(README_ADDRESS, address),
+      );
       assert.ok(
         steps.some((step) => step.expected.length > 0),
         'the walk-through prints what its commands answer',
       );
-      // One script, so that what a command sets (TOKEN=…) holds for the next; a marker line before each.
-      const script = [
-        'set -euo pipefail',
-        ...steps.flatMap((step) => [`printf '\\n%s\\n' '${MARKER}'`, step.command.replaceAll(README_ADDRESS, address)]),
-      ].join('\n');
-      const run = await bash(
-        script,
-        // npm_config_offline: npx finds plant-store in this checkout, and must never ask a registry.
-        { ...process.env, ...env, npm_config_offline: 'true', npm_config_update_notifier: 'false' },
-        120_000,
-      );
-      const outputs = run.stdout.split(`\n${MARKER}\n`).slice(1);
-      assert.equal(run.code, 0, `the walk-through failed (exit ${run.code}):\n${run.stderr}\n${run.stdout}`);
-      assert.equal(outputs.length, steps.length, `every command ran:\n${run.stdout}`);
-      steps.forEach((step, i) => {
-        const lines = outputLines(outputs[i]!);
-        let at = 0;
-        for (const want of step.expected) {
-          const found = lines.indexOf(want, at);
-          assert.ok(
-            found >= 0,
-            `${step.command}\nshould print (in this order):\n${step.expected.join('\n')}\nbut printed:\n${outputs[i]}`,
-          );
-          at = found + 1;
-        }
-      });
-      t.diagnostic(
-        `${steps.length} commands, ${steps.reduce((n, s) => n + s.expected.length, 0)} printed lines checked`,
-      );
+      t.diagnostic(summary(steps));
+    }
+  });
+
+  it("then docs/cli.md's examples, in the order printed, in the same database", async (t) => {
+    const blocks = walkthroughBlocks(readFileSync(join(ROOT, 'docs/cli.md'), 'utf8'));
+    assert.ok(blocks.length >= 4, 'docs/cli.md marks its examples: <!-- walkthrough --> before each ```sh block');
+    // The first is the usage's examples, line for line.
+    assert.deepEqual(
+      walkthroughSteps(blocks[0]!).map((step) => step.command),
+      EXAMPLES,
+    );
+    // A folder where plant-store is installed: npx finds it in node_modules/.bin, a shell on the PATH.
+    const work = join(dir, 'work');
+    mkdirSync(join(work, 'node_modules', '.bin'), { recursive: true });
+    symlinkSync(BIN, join(work, 'node_modules', '.bin', 'plant-store'));
+    const shellEnv = {
+      ...process.env,
+      ...env,
+      PATH: `${join(work, 'node_modules', '.bin')}:${process.env.PATH ?? ''}`,
+      PLANT_STORE_URL: server.url,
+    };
+    // `npx plant-store` runs what npx finds in node_modules/.bin, without npm's second of start-up
+    // per command (26 commands; the README's walk-through above runs the real npx).
+    const npx = 'npx() { if [ "$1" = plant-store ]; then shift; plant-store "$@"; else command npx "$@"; fi; }';
+    for (const block of blocks) {
+      t.diagnostic(summary(await runBlock(block, work, shellEnv, undefined, [npx])));
     }
   });
 });

@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { type ServerProcess, runCli, startServer } from '../process.js';
+import { eventually } from '../support/eventually.js';
 import { scratchSchema, stopSharedPostgres } from '../support/postgres.js';
 
 // Issue 14.7: a change-feed reader that resumes with Last-Event-ID, across the kill of the
@@ -99,12 +100,8 @@ async function post(server: ServerProcess, token: string, id: number): Promise<n
   }
 }
 
-async function until(check: () => boolean, ms = 30_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`not reached within ${ms} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
+async function until(what: string, check: () => boolean): Promise<void> {
+  await eventually(async () => (check() ? true : undefined), what, 30_000);
 }
 
 for (const engine of ['sqlite', 'postgres']) {
@@ -140,7 +137,7 @@ for (const engine of ['sqlite', 'postgres']) {
         }
       };
       await write(60);
-      await until(() => reader.messages.length >= 30);
+      await until('30 events read', () => reader.messages.length >= 30);
       current = b; // where the reader goes once A is gone
       const killed = once(a.child, 'exit');
       a.child.kill('SIGKILL');
@@ -151,7 +148,10 @@ for (const engine of ['sqlite', 'postgres']) {
       const check = new Reader(token, () => b);
       t.after(() => check.stop());
       check.connect();
-      await until(() => check.messages.length >= created && reader.messages.length >= created);
+      await until(
+        `the ${created} events read by both readers`,
+        () => check.messages.length >= created && reader.messages.length >= created,
+      );
       assert.equal(created, 120);
       assert.equal(check.messages.length, created);
       const ids = reader.messages.map((m) => m.id);

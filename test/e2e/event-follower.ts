@@ -1,4 +1,5 @@
 import { EventSource } from 'eventsource';
+import { eventually } from '../support/eventually.js';
 
 // A standard EventSource client (the WHATWG algorithm, as browsers run it: the `eventsource`
 // package) following GET /events, as the change feed's users do. It reconnects by itself; what it
@@ -32,27 +33,32 @@ export class Follower {
 
   /** Until `count` events have come; fails at once if the client gave up (CLOSED), or at the deadline. */
   async received(count: number, ms = 30_000): Promise<void> {
-    const deadline = Date.now() + ms;
-    while (this.ids.length < count) {
-      if (this.source.readyState === EventSource.CLOSED) {
-        throw new Error(`the client gave up after ${this.ids.length} of ${count} events: ${this.errors.join('; ')}`);
-      }
-      if (Date.now() > deadline) {
-        throw new Error(`${this.ids.length} of ${count} events within ${ms} ms: ${this.errors.join('; ')}`);
-      }
-      await new Promise((resolve) => setTimeout(resolve, 50));
-    }
+    await eventually(
+      async () => {
+        if (this.ids.length >= count) return true;
+        if (this.source.readyState === EventSource.CLOSED) {
+          throw new Error(`the client gave up after ${this.ids.length} of ${count} events: ${this.errors.join('; ')}`);
+        }
+        return undefined;
+      },
+      () => `${count} events (${this.ids.length} came): ${this.errors.join('; ')}`,
+      ms,
+    );
   }
 
-  /** Until the stream is open (its 200 and headers came). */
+  /** Until the stream is open (its 200 and headers came); fails at once if the client gave up. */
   async opened(ms = 15_000): Promise<void> {
-    const deadline = Date.now() + ms;
-    while (this.source.readyState !== EventSource.OPEN) {
-      if (this.source.readyState === EventSource.CLOSED || Date.now() > deadline) {
-        throw new Error(`the stream did not open: ${this.errors.join('; ')}`);
-      }
-      await new Promise((resolve) => setTimeout(resolve, 20));
-    }
+    await eventually(
+      async () => {
+        if (this.source.readyState === EventSource.OPEN) return true;
+        if (this.source.readyState === EventSource.CLOSED) {
+          throw new Error(`the stream did not open: ${this.errors.join('; ')}`);
+        }
+        return undefined;
+      },
+      () => `the stream open: ${this.errors.join('; ')}`,
+      ms,
+    );
   }
 
   close(): void {

@@ -31,36 +31,29 @@ test(
     const minted = await runCli(['token', 'create', '--subject', 'alice', '--scopes', 'plants:read', '--json'], env);
     assert.equal(minted.code, 0, minted.stderr);
     const { token } = JSON.parse(minted.stdout) as { token: string };
-    const server = await startServer(env);
-    cleanups.push(() => server.stop());
-
-    // Another session holds the event log: the stream's setup (its read of the newest event id) waits.
+    // Another session holds the event log from before the server starts: the stream's setup (its
+    // read of the newest event id) will wait, and so will the start-up prune, which begins after the
+    // server listens. Both are seen in pg_locks (sessions waiting for this schema's event log; other
+    // test files use other schemas of the same database). The statement's text cannot tell them
+    // apart: a pooled connection waiting in its Parse step still shows its previous statement; so
+    // the prune is awaited first, alone, and the stream's setup is the one wait more.
     const locker = new pg.Client({ connectionString: db.url });
     await locker.connect();
     cleanups.push(() => locker.end());
     await locker.query('BEGIN');
     await locker.query('LOCK TABLE events IN ACCESS EXCLUSIVE MODE');
-    // Sessions waiting for this schema's event log (other test files use other schemas of the same
-    // database). The statement's text cannot tell them apart: a pooled connection waiting in its
-    // Parse step still shows its previous statement. The start-up prune may wait too: it is counted
-    // first, once the count holds still, and the stream's setup is the one wait more.
     const waiting = async (): Promise<number> =>
       (
         await locker.query<{ n: number }>(
           `SELECT count(*)::int AS n FROM pg_locks WHERE relation = 'events'::regclass AND NOT granted`,
         )
       ).rows[0]!.n;
-    let before = -1;
-    let still = 0;
-    await eventually('the waits before the stream settle', async () => {
-      const n = await waiting();
-      still = n === before ? still + 1 : 0;
-      before = n;
-      return still >= 20;
-    });
+    const server = await startServer(env);
+    cleanups.push(() => server.stop());
+    await eventually('the start-up prune waits for the lock', async () => (await waiting()) === 1);
     const stream = new RawStream(Number(new URL(server.url).port), token);
     cleanups.push(async () => stream.destroy());
-    await eventually('the stream’s setup waits for the lock', async () => (await waiting()) > before);
+    await eventually('the stream’s setup waits for the lock', async () => (await waiting()) === 2);
 
     const exited = once(server.child, 'exit');
     server.child.kill('SIGTERM');

@@ -6,6 +6,7 @@ import { after, test } from 'node:test';
 import { openPostgres } from '../../src/store/postgres.js';
 import { openSqlite } from '../../src/store/sqlite.js';
 import { type ServerProcess, runCli, startServer } from '../process.js';
+import { eventually } from '../support/eventually.js';
 import { freePort, scratchSchema, stopSharedPostgres } from '../support/postgres.js';
 import { Follower } from './event-follower.js';
 import { ready, startNginx } from './nginx-front.js';
@@ -47,31 +48,34 @@ async function mint(env: NodeJS.ProcessEnv): Promise<string> {
 async function createPlants(url: () => string, token: string, from: number, count: number): Promise<void> {
   for (let id = from; id < from + count; id++) {
     let status = 0;
-    for (let attempt = 0; status !== 200; attempt++) {
-      assert.ok(attempt < 100, `plant ${id} could not be created (last status ${status})`);
-      if (attempt > 0) await new Promise((resolve) => setTimeout(resolve, 100));
-      try {
-        const response = await fetch(`${url()}/plants`, {
-          method: 'POST',
-          headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', connection: 'close' },
-          body: `{"id":${id},"name":"plant ${id}"}`,
-        });
-        status = response.status;
-        await response.arrayBuffer();
-      } catch {
-        status = 0; // no server listening at this instant
-      }
-    }
+    await eventually(
+      async () => {
+        try {
+          const response = await fetch(`${url()}/plants`, {
+            method: 'POST',
+            headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', connection: 'close' },
+            body: `{"id":${id},"name":"plant ${id}"}`,
+          });
+          status = response.status;
+          await response.arrayBuffer();
+        } catch {
+          status = 0; // no server listening at this instant
+        }
+        return status === 200 ? true : undefined;
+      },
+      () => `plant ${id} created (last status ${status})`,
+      30_000,
+    );
   }
 }
 
 /** Until the server has logged `line`, checked as its output arrives; a bounded wait. */
-async function logged(server: ServerProcess, line: string, ms = 30_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!server.logs().includes(line)) {
-    if (Date.now() > deadline) throw new Error(`"${line}" not logged within ${ms} ms: ${server.logs().slice(-2000)}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
+async function logged(server: ServerProcess, line: string): Promise<void> {
+  await eventually(
+    async () => (server.logs().includes(line) ? true : undefined),
+    () => `"${line}" logged: ${server.logs().slice(-2000)}`,
+    30_000,
+  );
 }
 
 /** The follower saw exactly the event log, every id once and in order, and still follows it. */
@@ -156,9 +160,10 @@ for (const [engine, database] of engines) {
       const db = await database();
       t.after(() => db.drop());
       const ports = { a: await freePort(), b: await freePort() };
-      const nginx = startNginx(mkdtempSync(join(dir, 'front-')), await freePort(), ports.a, ports.b);
+      const nginx = await startNginx(mkdtempSync(join(dir, 'front-')), await freePort(), ports.a, ports.b);
       t.after(() => nginx.stop());
-      const env = { DATABASE_URL: db.url, RATE_LIMIT: 'off' };
+      // The shipped SHUTDOWN_GRACE: nginx's upstream keepalive_timeout (2 s) is below the instances' Keep-Alive timeout (5 s).
+      const env = { DATABASE_URL: db.url, RATE_LIMIT: 'off', SHUTDOWN_GRACE: '10s' };
       const token = await mint(env);
       const instances: Record<string, ServerProcess> = {};
       const start = async (name: 'a' | 'b'): Promise<void> => {

@@ -1,12 +1,12 @@
 import assert from 'node:assert/strict';
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { once } from 'node:events';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, describe, test } from 'node:test';
 import { runCli, startServer } from '../process.js';
+import { eventually } from '../support/eventually.js';
 import { createListLoad, storedIds } from './create-list-load.js';
 
 // Issue 16, points 1 and 2: the documented launch commands pass SIGTERM to the server, and SIGHUP
@@ -48,14 +48,14 @@ function descendants(pid: number): number[] {
   return found;
 }
 
-/** Waits until `log()` matches `pattern` `count` times, or fails after 30 s. */
-async function waitFor(log: () => string, pattern: RegExp, count = 1): Promise<void> {
-  const until = Date.now() + 30_000;
+/** Waits until `log()` matches `pattern` `count` times, or fails after `ms`. */
+async function waitFor(log: () => string, pattern: RegExp, count = 1, ms = 30_000): Promise<void> {
   const global = new RegExp(pattern.source, 'g');
-  while ((log().match(global)?.length ?? 0) < count) {
-    if (Date.now() > until) assert.fail(`no ${count} × ${pattern} within 30 s in:\n${log()}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
+  await eventually(
+    async () => ((log().match(global)?.length ?? 0) >= count ? true : undefined),
+    () => `${count} × ${pattern} in:\n${log()}`,
+    ms,
+  );
 }
 
 /** A launch command in its own process, its output collected. */
@@ -76,20 +76,33 @@ describe('SIGTERM to the documented launch commands reaches the server', () => {
     ['npm start', 'npm', ['start'], 1],
     ['npx plant-store serve --workers 2', 'npx', ['--yes', 'plant-store', 'serve', '--workers', '2'], 2],
   ] as const) {
-    test(`${name}: every process exits after draining`, async () => {
+    test(`${name}: every process exits after draining`, { timeout: 180_000 }, async (t) => {
       const { child, log } = launch(command, [...args], { DATABASE_URL: sqliteUrl() });
-      await waitFor(log, /Server listening at http:\/\/127\.0\.0\.1:\d+/, listeners);
+      let tree: number[] = [];
+      // A failure must not leave the tree running: it would keep this test file alive for ever.
+      t.after(() => {
+        for (const pid of new Set([child.pid!, ...tree, ...descendants(child.pid!)])) {
+          if (alive(pid)) process.kill(pid, 'SIGKILL');
+        }
+      });
+      // npx links the package into its cache first: on a loaded machine that alone can take a while.
+      await waitFor(log, /Server listening at http:\/\/127\.0\.0\.1:\d+/, listeners, 90_000);
       const url = /Server listening at (http:\/\/127\.0\.0\.1:\d+)/.exec(log())![1]!;
       assert.equal((await fetch(`${url}/healthz`)).status, 200);
-      const tree = descendants(child.pid!);
+      tree = descendants(child.pid!);
       assert.ok(tree.length >= listeners, `processes under ${name}: ${tree.join(', ')}`);
 
-      const exited = once(child, 'exit');
       child.kill('SIGTERM'); // the launcher's own pid, as a supervisor or `docker stop` does
-      await exited;
+      await eventually(
+        async () => (child.exitCode !== null || child.signalCode !== null ? true : undefined),
+        () => `${name} exited after SIGTERM; its output:\n${log()}`,
+        30_000,
+      );
       await waitFor(log, /"msg":"stopped cleanly"/, listeners);
-      for (let i = 0; i < 100 && tree.some(alive); i++) await new Promise((r) => setTimeout(r, 50));
-      assert.deepEqual(tree.filter(alive), [], 'no process of the tree is left');
+      await eventually(
+        async () => (tree.some(alive) ? undefined : true),
+        () => `no process of the tree left: ${tree.filter(alive).join(', ')} still run`,
+      );
       assert.match(log(), /shutting down: finishing in-flight requests/);
       await assert.rejects(fetch(`${url}/healthz`), 'the port no longer answers');
     });
@@ -97,9 +110,19 @@ describe('SIGTERM to the documented launch commands reaches the server', () => {
 });
 
 describe('SIGHUP', () => {
-  test('without --workers: logged, and the server keeps serving', async () => {
-    const server = await startServer({ DATABASE_URL: sqliteUrl() });
+  test('without --workers: logged, and the server keeps serving (its start-up line says the port PORT=0 bound)', async () => {
+    const server = await startServer({ DATABASE_URL: sqliteUrl(), PORT: '0' });
     try {
+      await waitFor(() => server.logs(), /"msg":"plant-store serving"/);
+      const serving = server
+        .logs()
+        .split('\n')
+        .filter((line) => line.includes('"msg":"plant-store serving"'))
+        .map((line) => JSON.parse(line) as { port: number });
+      assert.deepEqual(
+        serving.map((line) => line.port),
+        [Number(new URL(server.url).port)],
+      );
       server.child.kill('SIGHUP');
       await waitFor(() => server.logs(), /SIGHUP: a single process does not reload/);
       assert.equal((await fetch(`${server.url}/healthz`)).status, 200);

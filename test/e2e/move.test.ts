@@ -45,7 +45,7 @@ test('import reports invalid lines by number, stores the rest, and exits 1', asy
   const r = await runCli(['import', file], env);
   assert.equal(r.code, 1);
   assert.match(r.stderr, /^line 2: plant must have the property "name"$/m);
-  assert.match(r.stderr, /^line 5: plant must be object$/m);
+  assert.match(r.stderr, /^line 5: plant must be a JSON object$/m);
   assert.match(r.stderr, /^Imported 2 plants; 0 unchanged, 0 conflicting, 2 invalid \(5 lines\) in \d+\.\d s\.$/m);
   const exported = await runCli(['export'], env);
   assert.equal(

@@ -1,62 +1,110 @@
 import assert from 'node:assert/strict';
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { once } from 'node:events';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { execFile, execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { eventually } from '../support/eventually.js';
 
 // The repository's own nginx configuration (deploy/nginx.conf), run by a test in front of two
-// instances on 127.0.0.1: Debian's nginx-light (.ci/run installs it when missing).
+// instances on 127.0.0.1: Debian's nginx-light (.ci/run installs it when missing). It is started
+// and stopped with the commands its header prints (the `#   $ ` lines), run by bash as printed: from
+// a checkout (a folder holding deploy/nginx.conf, its ports rewritten), in a folder that does not
+// exist yet. The one other change is FRONT's value, the folder, which is the test's own.
 
 const NGINX = '/usr/sbin/nginx';
+const SHIPPED = readFileSync(new URL('../../deploy/nginx.conf', import.meta.url), 'utf8');
+const exec = promisify(execFile);
 
 export interface NginxFront {
   readonly url: string;
+  /** The folder nginx runs in (`-p`). */
+  readonly folder: string;
   /** nginx's error log so far, for a failure message. */
   errors(): string;
   stop(): Promise<void>;
 }
 
-/** Starts nginx with deploy/nginx.conf, its ports rewritten: clients on `front`, instances on `a` and `b`. */
-export function startNginx(dir: string, front: number, a: number, b: number): NginxFront {
+/** The commands the header of deploy/nginx.conf prints (`#   $ …` lines): to start it, and to stop it. */
+export function printedCommands(conf: string = SHIPPED): { start: string[]; stop: string[] } {
+  const commands = [...conf.matchAll(/^# {3}\$ (.+)$/gm)].map((m) => m[1]!);
+  const stopAt = commands.findIndex((c) => / -s \w+$/.test(c));
+  assert.ok(stopAt > 0, 'deploy/nginx.conf prints how to start it, then how to stop it');
+  return { start: commands.slice(0, stopAt), stop: commands.slice(stopAt) };
+}
+
+/** Runs shell lines with bash in `cwd`, failing with what it printed. */
+async function bash(lines: string[], cwd: string): Promise<void> {
+  try {
+    await exec('bash', ['-c', ['set -eu', ...lines].join('\n')], { cwd, timeout: 30_000 });
+  } catch (error) {
+    const { stdout, stderr } = error as { stdout?: string; stderr?: string };
+    assert.fail(`${lines.join('\n')}\nfailed: ${String(error)}\n${stderr ?? ''}${stdout ?? ''}`);
+  }
+}
+
+/**
+ * Starts nginx with deploy/nginx.conf, its ports rewritten (clients on `front`, instances on `a`
+ * and `b`), as its header prints, in `dir`/front, a folder that does not exist yet.
+ */
+export async function startNginx(dir: string, front: number, a: number, b: number): Promise<NginxFront> {
   try {
     execFileSync(NGINX, ['-v'], { stdio: 'ignore' });
   } catch {
     assert.fail(`this test needs nginx at ${NGINX}: apt-get install nginx-light (.ci/run does)`);
   }
-  const prefix = join(dir, 'nginx');
-  mkdirSync(join(prefix, 'logs'), { recursive: true });
-  mkdirSync(join(prefix, 'tmp'), { recursive: true });
-  const shipped = readFileSync(new URL('../../deploy/nginx.conf', import.meta.url), 'utf8');
-  const conf = shipped
-    .replace('listen 127.0.0.1:8080;', `listen 127.0.0.1:${front};`)
+  const checkout = join(dir, 'checkout');
+  mkdirSync(join(checkout, 'deploy'), { recursive: true });
+  const conf = SHIPPED.replace('listen 127.0.0.1:8080;', `listen 127.0.0.1:${front};`)
     .replace('server 127.0.0.1:8081 ', `server 127.0.0.1:${a} `)
     .replace('server 127.0.0.1:8082 ', `server 127.0.0.1:${b} `);
   for (const port of [front, a, b]) assert.ok(conf.includes(`127.0.0.1:${port}`), `port ${port} set`);
-  writeFileSync(join(prefix, 'nginx.conf'), conf);
-  const nginx: ChildProcess = spawn(NGINX, ['-p', prefix, '-c', join(prefix, 'nginx.conf'), '-g', 'daemon off;'], {
-    stdio: 'ignore',
-  });
+  writeFileSync(join(checkout, 'deploy', 'nginx.conf'), conf);
+
+  const folder = join(dir, 'front');
+  assert.ok(!existsSync(folder));
+  const { start, stop } = printedCommands();
+  const setFolder = (line: string): string => line.replace(/^FRONT=\S+$/, `FRONT='${folder}'`);
+  assert.ok(
+    start.some((line) => setFolder(line) !== line),
+    'the printed commands name the folder in FRONT=',
+  );
+  await bash(start.map(setFolder), checkout);
+  // The command returns once nginx has gone to the background; it writes its pid file then.
+  const pidFile = join(folder, 'nginx.pid');
+  await eventually(async () => (existsSync(pidFile) ? true : undefined), `nginx wrote ${pidFile}`, 10_000);
+  const errorLog = join(folder, 'error.log');
   return {
     url: `http://127.0.0.1:${front}`,
-    errors: () => readFileSync(join(prefix, 'logs', 'error.log'), 'utf8').slice(-1500),
+    folder,
+    errors: () => (existsSync(errorLog) ? readFileSync(errorLog, 'utf8').slice(-1500) : '(no error.log)'),
     stop: async () => {
-      if (nginx.exitCode !== null || nginx.signalCode !== null) return;
-      const exited = once(nginx, 'exit');
-      nginx.kill('SIGTERM'); // fast: an open stream through it must not hold a test's end
-      await exited;
+      if (!existsSync(pidFile)) return;
+      // At once: an open stream through it must not hold a test's end.
+      const now = stop.find((line) => line.endsWith(' -s stop'));
+      assert.ok(now, 'deploy/nginx.conf prints how to stop it at once (-s stop)');
+      await bash([...start.map(setFolder).filter((line) => line.startsWith('FRONT=')), now], checkout);
+      // nginx removes its pid file as its master process exits.
+      await eventually(async () => (existsSync(pidFile) ? undefined : true), 'nginx stopped', 15_000);
     },
   };
 }
 
-/** Until `url`/readyz answers 200 (through nginx: until an instance behind it is ready). */
+/** What nginx made in its folder: the names, sorted. */
+export const folderContents = (front: NginxFront): string[] => readdirSync(front.folder).sort();
+
+/** Until `url`/readyz answers 200 (through nginx: until an instance behind it is ready), up to 30 s. */
 export async function ready(url: string): Promise<void> {
-  for (let i = 0; i < 200; i++) {
-    try {
-      if ((await fetch(`${url}/readyz`)).status === 200) return;
-    } catch {
-      // not listening yet
-    }
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-  assert.fail(`${url} never became ready`);
+  await eventually(
+    async () => {
+      try {
+        const response = await fetch(`${url}/readyz`);
+        await response.arrayBuffer();
+        return response.status === 200 ? true : undefined;
+      } catch {
+        return undefined; // not listening yet
+      }
+    },
+    `${url} ready`,
+    30_000,
+  );
 }

@@ -98,9 +98,8 @@ test('WEBHOOK_DELIVERY=off serves everything and sends nothing; the deliveries w
   for (const id of [1, 2]) {
     assert.equal((await callServer(quiet, token, 'POST', '/plants', `{"id":${id},"name":"fern"}`)).status, 200);
   }
-  // A sending process is woken by the commit and looks at least every second: past that, an
-  // absence means nothing is sent (the one wait here that no event can replace).
-  await new Promise((resolve) => setTimeout(resolve, 1500));
+  // Nothing sent so far; and below, nothing sent all the while another process starts and
+  // delivers: a process that sent would have been woken by its own commits at once.
   const listed = await callServer(quiet, token, 'GET', `/webhooks/${hook}/deliveries`);
   assert.equal(listed.status, 200);
   const deliveries = JSON.parse(listed.text) as Array<{ status: string; attempts: number }>;
@@ -116,11 +115,31 @@ test('WEBHOOK_DELIVERY=off serves everything and sends nothing; the deliveries w
   assert.equal(sample(text, 'plant_store_webhook_backlog'), 2);
   assert.equal(sample(text, 'plant_store_webhook_attempts_total', { result: 'delivered' }), 0);
 
-  await server(t, env); // a process that sends, on the same database
+  const sending = await server(t, env); // a process that sends, on the same database
   await receiver.until((r) => r.length >= 2);
+  await until('the sending process counted its two deliveries', async () =>
+    sample(await scrape(sending), 'plant_store_webhook_attempts_total', { result: 'delivered' }) === 2
+      ? true
+      : undefined,
+  );
   assert.deepEqual(
     receiver.received.map((r) => r.verified),
     [true, true],
+  );
+  const after = await callServer(quiet, token, 'GET', `/webhooks/${hook}/deliveries`);
+  assert.deepEqual(
+    (JSON.parse(after.text) as Array<{ status: string; attempts: number }>).map((d) => [d.status, d.attempts]),
+    [
+      ['delivered', 1],
+      ['delivered', 1],
+    ],
+    'each delivered once, by the sending process',
+  );
+  const quietAfter = await scrape(quiet);
+  assert.equal(
+    sample(quietAfter, 'plant_store_webhook_attempt_duration_seconds_count'),
+    0,
+    'the quiet process attempted nothing',
   );
 });
 

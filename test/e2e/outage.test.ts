@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { runCli, startServer } from '../process.js';
+import { eventually } from '../support/eventually.js';
 import { startThrowawayPostgres } from '../support/postgres.js';
 
 // Always a throwaway server of its own: this test stops the database under a running service.
@@ -33,15 +34,8 @@ function traffic(url: string, token: string, seen: Seen): { stop: () => Promise<
   };
 }
 
-async function until<T>(what: string, seconds: number, probe: () => Promise<T | undefined>): Promise<T> {
-  const deadline = Date.now() + seconds * 1000;
-  while (Date.now() < deadline) {
-    const found = await probe();
-    if (found !== undefined) return found;
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-  throw new Error(`${what}: not within ${seconds} s`);
-}
+const until = <T>(what: string, seconds: number, probe: () => Promise<T | undefined>): Promise<T> =>
+  eventually(probe, what, seconds * 1000);
 
 test(
   'when PostgreSQL goes away the service answers 503, stays up, and recovers by itself',

@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { exitWithin, runCli, startServer } from '../process.js';
+import { eventually } from '../support/eventually.js';
 import { scratchSchema, stopSharedPostgres } from '../support/postgres.js';
 
 // Issue 13, point 3: SIGTERM under keep-alive load. Every request that reaches the server after
@@ -71,6 +72,8 @@ function create(agent: Agent, port: number, token: string, id: number): Promise<
 interface Tally {
   /** Creates answered 200, by id. */
   readonly created: Set<number>;
+  /** The clients that have had a create answered 200 (each on its keep-alive connection). */
+  readonly served: Set<number>;
   /** Every other answer or error, by status or error code, with a count. */
   readonly other: Map<string, number>;
   sent: number;
@@ -99,6 +102,7 @@ async function createUntilRefused(port: number, token: string, tally: Tally): Pr
           if ('status' in outcome && outcome.status === 200) {
             assert.equal(outcome.body, JSON.stringify({ name: `load ${id}` }));
             tally.created.add(id);
+            tally.served.add(client);
             if (outcome.close) tally.closing += 1;
           } else {
             const key = 'status' in outcome ? String(outcome.status) : outcome.error;
@@ -168,9 +172,22 @@ for (const [engine, database] of engines) {
         t.after(() => server.stop());
         const port = Number(new URL(server.url).port);
 
-        const tally: Tally = { created: new Set(), other: new Map(), sent: 0, closing: 0, refused: 0 };
+        const tally: Tally = {
+          created: new Set(),
+          served: new Set(),
+          other: new Map(),
+          sent: 0,
+          closing: 0,
+          refused: 0,
+        };
         const load = createUntilRefused(port, token, tally);
-        await new Promise((resolve) => setTimeout(resolve, 1000)); // a second of load, then the signal
+        // The signal comes once every client has had a create answered: each has its connection, in use.
+        await eventually(
+          async () => (tally.served.size === CLIENTS ? true : undefined),
+          () =>
+            `every client answered before the signal (${tally.served.size} of ${CLIENTS}; ${tally.created.size} created; others: ${JSON.stringify(Object.fromEntries(tally.other))})`,
+          30_000,
+        );
         const beforeSignal = tally.created.size;
         const exited = exitWithin(server, GRACE_MS + 5000);
         server.child.kill('SIGTERM');
@@ -182,7 +199,6 @@ for (const [engine, database] of engines) {
             `${tally.closing} answered with Connection: close, ${tally.refused} connections refused, ` +
             `others: ${JSON.stringify(Object.fromEntries(tally.other))}`,
         );
-        assert.ok(beforeSignal > 0, 'the load ran before the signal');
         assert.deepEqual(Object.fromEntries(tally.other), {}, 'every request reached is answered 200, none reset');
         // Each client was sent away by a Connection: close, then found the listener closed.
         assert.equal(tally.refused, CLIENTS);
@@ -209,7 +225,12 @@ for (const workers of [1, 2]) {
     `an idle keep-alive connection whose next request arrives just after SIGTERM gets a whole response${workers > 1 ? ` (--workers ${workers})` : ''}`,
     { timeout: 30_000 },
     async (t) => {
-      const env = { DATABASE_URL: `sqlite:${join(mkdtempSync(join(dir, 'idle-')), 'store.db')}` };
+      // The shipped SHUTDOWN_GRACE: the connection sits idle between its two requests, and must still
+      // be open for the second one (the Keep-Alive timeout is half the grace period).
+      const env = {
+        DATABASE_URL: `sqlite:${join(mkdtempSync(join(dir, 'idle-')), 'store.db')}`,
+        SHUTDOWN_GRACE: '10s',
+      };
       const minted = await runCli(['token', 'create', '--subject', 'alice', '--scopes', 'plants:write', '--json'], env);
       const { token } = JSON.parse(minted.stdout) as { token: string };
       const server = await startServer(env, undefined, args);
@@ -234,15 +255,15 @@ for (const workers of [1, 2]) {
       while (!received.endsWith('{"name":"idle 1"}')) await once(socket, 'data');
       assert.match(received, /\r\nkeep-alive: timeout=\d+\r\n/i);
 
-      // The connection is idle; SIGTERM comes, and the client's next request a few milliseconds after
-      // every worker has said it is shutting down (its listener closed, its answers closing connections).
+      // The connection is idle; SIGTERM comes, and the client's next request once every worker has
+      // said it is shutting down (its listener closed, its answers closing connections).
       received = '';
       const exited = exitWithin(server, 15_000);
       server.child.kill('SIGTERM');
-      while ((server.logs().match(/"msg":"shutting down/g)?.length ?? 0) < workers) {
-        await once(server.child.stdout!, 'data');
-      }
-      await new Promise((resolve) => setTimeout(resolve, 5));
+      await eventually(
+        async () => ((server.logs().match(/"msg":"shutting down/g)?.length ?? 0) >= workers ? true : undefined),
+        () => `${workers} workers shutting down: ${server.logs().slice(-2000)}`,
+      );
       post(2);
       await closed;
 

@@ -5,59 +5,64 @@ import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
-import { exitWithin, runCli, startServer } from '../process.js';
+import { type ServerProcess, exitWithin, runCli, startServer } from '../process.js';
+import { eventually } from '../support/eventually.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'plant-store-shutdown-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
 
-/** Resolves when `predicate` holds for the server's logs; checked on every chunk the server writes. */
-function logged(server: Awaited<ReturnType<typeof startServer>>, predicate: (logs: string) => boolean): Promise<void> {
-  return new Promise((resolve) => {
-    const check = (): void => {
-      if (predicate(server.logs())) {
-        server.child.stdout?.off('data', check);
-        resolve();
-      }
-    };
-    server.child.stdout?.on('data', check);
-    check();
-  });
+/**
+ * Until `predicate` holds for the server's logs, polled; fails after 20 s (a deadline, not a speed),
+ * saying whether the server is still running and what it logged last. A poll keeps this test
+ * process's event loop alive while it waits, so a server that exits without the line fails the
+ * test instead of leaving node:test an empty loop (which cancels every test of the file left).
+ */
+function logged(server: ServerProcess, what: string, predicate: (logs: string) => boolean): Promise<true> {
+  return eventually(
+    async () => (predicate(server.logs()) ? true : undefined),
+    () =>
+      `the server logged ${what} (it has ${server.child.exitCode === null && server.child.signalCode === null ? 'not exited' : `exited: ${server.child.exitCode ?? server.child.signalCode}`}); its log ends: ${server.logs().slice(-1500)}`,
+    20_000,
+  );
 }
 
-test('SIGTERM lets an in-flight request finish with 200, closes its connection, and exits 0', async (t) => {
-  const env = { DATABASE_URL: `sqlite:${join(dir, 'store.db')}` };
-  const minted = await runCli(['token', 'create', '--subject', 'alice', '--scopes', 'plants:write', '--json'], env);
-  const { token } = JSON.parse(minted.stdout) as { token: string };
-  const server = await startServer({ ...env, LOG_LEVEL: 'debug' }); // 'incoming request' is a debug line
-  t.after(() => server.stop());
+test(
+  'SIGTERM lets an in-flight request finish with 200, closes its connection, and exits 0',
+  { timeout: 60_000 },
+  async (t) => {
+    const env = { DATABASE_URL: `sqlite:${join(dir, 'store.db')}` };
+    const minted = await runCli(['token', 'create', '--subject', 'alice', '--scopes', 'plants:write', '--json'], env);
+    const { token } = JSON.parse(minted.stdout) as { token: string };
+    const server = await startServer({ ...env, LOG_LEVEL: 'debug' }); // 'incoming request' is a debug line
+    t.after(() => server.stop());
 
-  const { port } = new URL(server.url);
-  const socket = connect(Number(port), '127.0.0.1');
-  t.after(() => socket.destroy());
-  await once(socket, 'connect');
-  let response = '';
-  socket.on('data', (chunk: Buffer) => void (response += chunk.toString()));
+    const { port } = new URL(server.url);
+    const socket = connect(Number(port), '127.0.0.1');
+    t.after(() => socket.destroy());
+    await once(socket, 'connect');
+    let response = '';
+    socket.on('data', (chunk: Buffer) => void (response += chunk.toString()));
 
-  const body = '{"id":1,"name":"slow fern"}';
-  socket.write(
-    `POST /plants HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\nContent-Type: application/json\r\n` +
-      `Content-Length: ${body.length}\r\nX-Request-Id: in-flight-1\r\n\r\n${body.slice(0, 10)}`,
-  );
-  // The request is in flight once the server has logged it; only then does the signal arrive.
-  await logged(server, (logs) => logs.includes('"reqId":"in-flight-1"'));
-  const exited = once(server.child, 'exit');
-  server.child.kill('SIGTERM');
-  await logged(server, (logs) => logs.includes('shutting down'));
-  socket.write(body.slice(10));
+    const body = '{"id":1,"name":"slow fern"}';
+    socket.write(
+      `POST /plants HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\nContent-Type: application/json\r\n` +
+        `Content-Length: ${body.length}\r\nX-Request-Id: in-flight-1\r\n\r\n${body.slice(0, 10)}`,
+    );
+    // The request is in flight once the server has logged it; only then does the signal arrive.
+    await logged(server, 'the request in-flight-1', (logs) => logs.includes('"reqId":"in-flight-1"'));
+    const exited = exitWithin(server, 15_000);
+    server.child.kill('SIGTERM');
+    await logged(server, 'shutting down', (logs) => logs.includes('shutting down'));
+    socket.write(body.slice(10));
 
-  await once(socket, 'close');
-  assert.match(response, /^HTTP\/1\.1 200 OK\r\n/);
-  assert.match(response, /\r\nconnection: close\r\n/i);
-  assert.ok(response.endsWith('{"name":"slow fern"}'));
-  const [code] = (await exited) as [number | null];
-  assert.equal(code, 0);
-  assert.match(server.logs(), /"msg":"stopped cleanly"/);
-});
+    await once(socket, 'close');
+    assert.match(response, /^HTTP\/1\.1 200 OK\r\n/);
+    assert.match(response, /\r\nconnection: close\r\n/i);
+    assert.ok(response.endsWith('{"name":"slow fern"}'));
+    assert.equal(await exited, 0);
+    assert.match(server.logs(), /"msg":"stopped cleanly"/);
+  },
+);
 
 /** A POST /plants on a connection of its own: headers and the body's first byte now, the rest on demand. */
 async function slowPost(port: number, token: string, requestId: string, body: string) {
@@ -126,7 +131,8 @@ test(
   'SIGTERM during several slow requests: each finishes with 200 and is stored, a new connection is refused, an idle one and a silent one are closed once a keep-alive timeout has run out, exit 0 within the grace period',
   { timeout: 60_000 },
   async (t) => {
-    const graceMs = 10_000;
+    // Its keep-alive timeout is half of it (3 s): how long the idle connections below stay.
+    const graceMs = 6000;
     const env = { DATABASE_URL: `sqlite:${join(dir, 'many.db')}`, SHUTDOWN_GRACE: `${graceMs / 1000}s` };
     const minted = await runCli(
       ['token', 'create', '--subject', 'alice', '--scopes', 'plants:read,plants:write', '--json'],
@@ -151,13 +157,15 @@ test(
       names.map((name, i) => slowPost(port, token, `drain-${i + 1}`, JSON.stringify({ id: i + 1, name }))),
     );
     t.after(() => slow.forEach(({ socket }) => socket.destroy()));
-    await logged(server, (logs) => names.every((_, i) => logs.includes(`"reqId":"drain-${i + 1}"`)));
+    await logged(server, 'the three slow requests', (logs) =>
+      names.every((_, i) => logs.includes(`"reqId":"drain-${i + 1}"`)),
+    );
 
     server.child.kill('SIGTERM');
     const exited = exitWithin(server, graceMs + 5000);
     // The listener is closed once the server logs it is shutting down. The idle connection is not
     // closed then: its client may be sending its next request on it (issue 13).
-    await logged(server, (logs) => logs.includes('shutting down'));
+    await logged(server, 'shutting down', (logs) => logs.includes('shutting down'));
 
     // While the three still drain, a newcomer is refused: it never reached the server, so a load
     // balancer can safely try another.
@@ -210,7 +218,7 @@ test(
     // The body is never finished: the request could only end by the grace period running out.
     const stuck = await slowPost(Number(new URL(server.url).port), token, 'stuck-1', '{"id":7,"name":"stuck"}');
     t.after(() => stuck.socket.destroy());
-    await logged(server, (logs) => logs.includes('"reqId":"stuck-1"'));
+    await logged(server, 'the request stuck-1', (logs) => logs.includes('"reqId":"stuck-1"'));
 
     server.child.kill('SIGTERM');
     assert.equal(await exitWithin(server, graceMs + 5000), 1);

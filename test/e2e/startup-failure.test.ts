@@ -1,15 +1,18 @@
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
-import { runCli, startServer } from '../process.js';
+import { runCli, runCliWithin, startServer } from '../process.js';
+import { postgresUrl, stopSharedPostgres } from '../support/postgres.js';
 
 // Issue 16, point 3: a start that fails says so in one JSON line on stdout, in the log's shape,
 // naming the component that failed; the process exits non-zero and says it on stderr too.
 
 const dir = mkdtempSync(join(tmpdir(), 'plant-store-start-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
+after(stopSharedPostgres);
 
 interface Line {
   level: number;
@@ -101,4 +104,60 @@ test('a PUBLIC_URL with credentials is refused without repeating them', async ()
   assert.equal(result.code, 2);
   assert.equal(fatal(result.stdout).component, 'settings');
   assert.ok(!(result.stdout + result.stderr).includes('s3cret'));
+});
+
+// The second walkthrough, point 3: a SQLite path that cannot be made or opened span in a mkdir loop
+// (`/proc/x`: at 80 % of a core, deaf to SIGTERM) or failed without saying what to change. Each
+// command is killed by its pid if it is still running after 30 s: a bound on the test, not a speed.
+const file = join(dir, 'a-file');
+writeFileSync(file, 'not a folder');
+const locked = join(dir, 'locked');
+mkdirSync(locked, { mode: 0o500 });
+const asRoot = process.getuid?.() === 0;
+for (const [what, path, workers] of [
+  ['a folder under /proc, which takes none', '/proc/x/plants.db', []],
+  ['a folder under a regular file', join(file, 'data', 'plants.db'), ['--workers', '2']],
+  ['a file that is a folder', dir, []],
+  ['a folder without write permission', join(locked, 'data', 'plants.db'), []],
+] as const) {
+  test(
+    `a SQLite path that cannot be made or opened (${what}): component "database", one line on stderr, exit 1`,
+    { skip: path.startsWith(locked) && asRoot ? 'as root every folder is writable' : false },
+    async () => {
+      const result = await runCliWithin(30_000, ['serve', ...workers], {
+        DATABASE_URL: `sqlite:${path}`,
+        PORT: '0',
+        LOG_LEVEL: 'info',
+      });
+      assert.equal(result.code, 1, result.stderr);
+      const line = fatal(result.stdout);
+      assert.equal(line.component, 'database');
+      assert.ok(line.reason!.startsWith(`cannot open the SQLite database ${path}: `), line.reason);
+      assert.match(
+        line.reason!,
+        /DATABASE_URL must name a file that this process can write, in a folder it can create and write$/,
+      );
+      assert.equal(typeof line.code, 'string', 'the system’s code (ENOENT, ENOTDIR, SQLITE_CANTOPEN…)');
+      assert.deepEqual(result.stderr.trimEnd().split('\n'), [`plant-store: ${line.reason}`]);
+    },
+  );
+}
+
+// The second walkthrough, point 4: a PostgreSQL database that does not exist says how to create it.
+test('a PostgreSQL database that does not exist: component "database", and the createdb command that makes it', async () => {
+  const url = new URL(await postgresUrl());
+  const name = `plant_store_missing_${randomBytes(4).toString('hex')}`;
+  url.pathname = `/${name}`;
+  const result = await runCli(['serve'], { DATABASE_URL: url.toString(), PORT: '0', LOG_LEVEL: 'info' });
+  assert.equal(result.code, 1, result.stderr);
+  const line = fatal(result.stdout);
+  assert.equal(line.component, 'database');
+  assert.equal(line.code, '3D000');
+  const createdb = `createdb -h ${url.hostname} -p ${url.port || '5432'} -U ${url.username} ${name}`;
+  assert.equal(line.reason, `database "${name}" does not exist: create it with ${createdb}, then run this again`);
+  assert.ok(result.stderr.includes(`plant-store: ${line.reason}\n`), result.stderr);
+  // The throwaway server's password is its user name, so the check is for a URL's user:password@.
+  const shown = result.stdout + result.stderr;
+  if (url.password !== '') assert.ok(!shown.includes(`:${url.password}@`), 'no password shown');
+  assert.doesNotMatch(shown, /\/\/[^/\s@]*:[^/\s@]*@/, 'no URL with a password');
 });

@@ -1,12 +1,13 @@
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { type Server, createServer } from 'node:http';
+import { type Server, createServer, get } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { type ServerProcess, runCli, startServer, callServer } from '../process.js';
-import { scratchSchema, stopSharedPostgres } from '../support/postgres.js';
+import { eventually } from '../support/eventually.js';
+import { freePort, scratchSchema, stopSharedPostgres } from '../support/postgres.js';
 import { Receiver } from './webhook-receiver.js';
 
 // Issue 16, point 4: OpenTelemetry traces exported over OTLP/HTTP by real `plant-store serve`
@@ -39,11 +40,17 @@ interface Span {
 class Collector {
   readonly spans: Span[] = [];
   readonly bodies: Array<{ contentType: string; path: string; body: Buffer }> = [];
+  /** `drop`: every export's connection is cut as it arrives, as by a collector that went away. */
+  mode: 'take' | 'drop' = 'take';
+  /** The exports that arrived, taken or dropped. */
+  attempts = 0;
   private server: Server | undefined;
   port = 0;
 
   async start(): Promise<void> {
     this.server = createServer((req, res) => {
+      this.attempts += 1;
+      if (this.mode === 'drop') return void req.socket.destroy();
       const chunks: Buffer[] = [];
       req.on('data', (chunk: Buffer) => chunks.push(chunk));
       req.on('end', () => {
@@ -87,15 +94,12 @@ class Collector {
   }
 
   /** Waits until a span satisfies `predicate`; a deadline, not a speed. */
-  async span(predicate: (span: Span) => boolean, what: string): Promise<Span> {
-    const deadline = Date.now() + 15_000;
-    for (;;) {
-      const found = this.spans.find(predicate);
-      if (found) return found;
-      if (Date.now() > deadline)
-        assert.fail(`no span ${what} arrived; got: ${this.spans.map((s) => s.name).join(', ')}`);
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
+  span(predicate: (span: Span) => boolean, what: string): Promise<Span> {
+    return eventually(
+      async () => this.spans.find(predicate),
+      () => `a span ${what}; got: ${this.spans.map((s) => s.name).join(', ')}`,
+      15_000,
+    );
   }
 
   async stop(): Promise<void> {
@@ -116,6 +120,25 @@ function flatten(attributes: OtlpSpan['attributes']): Span['attributes'] {
 const SCOPES = 'plants:read,plants:write,webhooks:read,webhooks:write';
 const TRACE_ID = '4bf92f3577b34da6a3ce929d0e0e4736';
 const PARENT_ID = '00f067aa0ba902b7';
+
+/** The server's `plant-store serving` line. */
+function startupLine(server: ServerProcess): Record<string, unknown> {
+  const line = server
+    .logs()
+    .split('\n')
+    .find((l) => l.includes('"msg":"plant-store serving"'));
+  assert.ok(line, `a start-up line: ${server.logs().slice(0, 2000)}`);
+  return JSON.parse(line) as Record<string, unknown>;
+}
+
+/** The server's log lines with this `msg`, parsed. */
+function logLines(server: ServerProcess, msg: string): Array<Record<string, unknown>> {
+  return server
+    .logs()
+    .split('\n')
+    .filter((line) => line.includes(`"msg":${JSON.stringify(msg)}`))
+    .map((line) => JSON.parse(line) as Record<string, unknown>);
+}
 
 /** Every span's ancestors up to the root, by id. */
 function ancestors(spans: readonly Span[], span: Span): string[] {
@@ -159,6 +182,10 @@ for (const engine of ['sqlite', 'postgres'] as const) {
       await receiver.stop();
       await collector.stop();
       await scratch?.drop();
+    });
+
+    test('the start-up line says where the spans go', () => {
+      assert.equal(startupLine(server).tracing, `${collector.endpoint}/v1/traces`);
     });
 
     test('a request continues the caller’s traceparent, named by its route, with its subject and status', async () => {
@@ -264,21 +291,17 @@ test('the default protocol is OTLP/HTTP protobuf to /v1/traces', async (t) => {
     traceparent: `00-${TRACE_ID}-${PARENT_ID}-01`,
   });
   assert.equal(listed.status, 200);
-  const deadline = Date.now() + 15_000;
   const traceBytes = Buffer.from(TRACE_ID, 'hex');
-  for (;;) {
-    const body = collector.bodies.find((b) => b.body.includes(traceBytes));
-    if (body) {
-      assert.equal(body.path, '/v1/traces');
-      assert.equal(body.contentType, 'application/x-protobuf');
-      // Protobuf keeps strings as they are: the span's name and the service's are in the bytes.
-      assert.ok(body.body.includes(Buffer.from('GET /plants')));
-      assert.ok(body.body.includes(Buffer.from('plant-store')), 'service.name defaults to plant-store');
-      break;
-    }
-    if (Date.now() > deadline) assert.fail(`no export carried the trace id; ${collector.bodies.length} exports`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
+  const body = await eventually(
+    async () => collector.bodies.find((b) => b.body.includes(traceBytes)),
+    () => `an export carrying the trace id (${collector.bodies.length} exports)`,
+    15_000,
+  );
+  assert.equal(body.path, '/v1/traces');
+  assert.equal(body.contentType, 'application/x-protobuf');
+  // Protobuf keeps strings as they are: the span's name and the service's are in the bytes.
+  assert.ok(body.body.includes(Buffer.from('GET /plants')));
+  assert.ok(body.body.includes(Buffer.from('plant-store')), 'service.name defaults to plant-store');
 });
 
 test('without an OTLP endpoint nothing is exported and no span header is sent', async (t) => {
@@ -290,9 +313,86 @@ test('without an OTLP endpoint nothing is exported and no span header is sent', 
   const token = (JSON.parse(minted.stdout) as { token: string }).token;
   const server = await startServer({ ...env, OTEL_EXPORTER_OTLP_ENDPOINT: '' });
   t.after(() => server.stop());
+  assert.equal(startupLine(server).tracing, 'off');
   const hook = await callServer(server, token, 'POST', '/webhooks', JSON.stringify({ url: receiver.url }));
   receiver.secret = (JSON.parse(hook.text) as { secret: string }).secret;
   assert.equal((await callServer(server, token, 'POST', '/plants', '{"id":44,"name":"Sage"}')).status, 200);
   await receiver.until((received) => received.length === 1);
   assert.equal(receiver.received[0]!.headers.traceparent, undefined);
+});
+
+const UNREACHABLE = 'tracing: the collector is unreachable: spans are dropped until it answers';
+const REACHABLE = 'tracing: the collector is reachable again';
+
+test('a collector that goes away is one warning, however many batches fail, and one line when it is back', async (t) => {
+  const collector = new Collector();
+  await collector.start();
+  t.after(() => collector.stop());
+  const server = await startServer({
+    DATABASE_URL: `sqlite:${join(dir, 'away.db')}`,
+    OTEL_EXPORTER_OTLP_ENDPOINT: collector.endpoint,
+    OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
+    OTEL_BSP_SCHEDULE_DELAY: '100',
+    // An export gives up at once instead of retrying for 10 s: each batch is one attempt here.
+    OTEL_EXPORTER_OTLP_TIMEOUT: '300',
+  });
+  t.after(() => server.stop());
+
+  collector.mode = 'drop';
+  // Three batches, one after another: a request (its 401 is a span) waits for the last to arrive.
+  for (let batch = 1; batch <= 3; batch++) {
+    assert.equal((await fetch(`${server.url}/plants?batch=${batch}`)).status, 401);
+    await eventually(
+      async () => (collector.attempts >= batch ? true : undefined),
+      () => `export ${batch} to reach the collector (${collector.attempts} did)`,
+    );
+  }
+  const [warning] = await eventually(
+    async () => (logLines(server, UNREACHABLE).length > 0 ? logLines(server, UNREACHABLE) : undefined),
+    () => `the warning that the collector is unreachable: ${server.logs().slice(-2000)}`,
+  );
+  assert.equal(warning!.level, 40);
+  assert.equal(warning!.endpoint, `${collector.endpoint}/v1/traces`);
+  assert.equal(typeof warning!.reason, 'string');
+
+  collector.mode = 'take';
+  assert.equal((await fetch(`${server.url}/plants?batch=back`)).status, 401);
+  await collector.span((s) => s.attributes['url.query'] === 'batch=back', 'the request after the collector is back');
+  const [back] = await eventually(
+    async () => (logLines(server, REACHABLE).length > 0 ? logLines(server, REACHABLE) : undefined),
+    () => `the line saying the collector is reachable again: ${server.logs().slice(-2000)}`,
+  );
+  assert.ok(Number(back!.lostSpans) >= 3, `the spans of the dropped batches: ${JSON.stringify(back)}`);
+  assert.equal(logLines(server, UNREACHABLE).length, 1, 'one warning for the outage, not one per batch');
+  assert.equal(logLines(server, REACHABLE).length, 1);
+});
+
+test('a stop with the collector unreachable ends within SHUTDOWN_GRACE: exit 0, stopped cleanly; no credential logged', async (t) => {
+  const port = await freePort(); // nothing listens there: every connection is refused
+  const server = await startServer({
+    DATABASE_URL: `sqlite:${join(dir, 'refused.db')}`,
+    // Credentials in the URL and in the headers stay out of the log.
+    OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: `http://collector-user:url-secret@127.0.0.1:${port}/v1/traces?api_key=query-secret`,
+    OTEL_EXPORTER_OTLP_HEADERS: 'x-api-key=header-secret',
+    SHUTDOWN_GRACE: '2s',
+  });
+  t.after(() => server.stop());
+  assert.equal(startupLine(server).tracing, `http://127.0.0.1:${port}/v1/traces`);
+  // A span waits in the queue (exported every 5 s by default); the stop tries to export it. The
+  // request's connection closes after it, so the stop has no idle connection to wait out.
+  const status = await new Promise<number | undefined>((resolve, reject) =>
+    get(`${server.url}/plants`, { agent: false }, (res) => res.resume().on('end', () => resolve(res.statusCode))).on(
+      'error',
+      reject,
+    ),
+  );
+  assert.equal(status, 401);
+
+  assert.equal(await server.stop(), 0, server.logs().slice(-2000));
+  const logs = server.logs();
+  assert.match(logs, /"msg":"stopped cleanly"/);
+  assert.match(logs, /"msg":"tracing: the last spans (were not exported in time|could not be exported)"/);
+  assert.doesNotMatch(logs, /shutdown grace period over/);
+  for (const secret of ['url-secret', 'query-secret', 'header-secret', 'collector-user'])
+    assert.ok(!logs.includes(secret), `${secret} is not logged`);
 });

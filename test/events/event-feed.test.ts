@@ -13,6 +13,7 @@ import { READ_WRITE, TEST_ENGINE, type TestApp, makeApp } from '../helpers.js';
 import { assertErrorJson, listen } from '../http/support.js';
 import { INT64_MAX, INT64_MIN, create, plantBody, remove } from '../plants/plant.helpers.js';
 import { scratchSchema } from '../support/postgres.js';
+import { eventually } from './stream-support.js';
 
 // GET /events, the change feed of CONTRACT.md (Events, interface 1.1.0), over a real socket on
 // 127.0.0.1: Server-Sent Events read as a browser's EventSource would, chunk by chunk. Waits are
@@ -190,15 +191,6 @@ async function assertFeedError(feed: Feed, status: number): Promise<string> {
   assert.equal(feed.headers['cache-control'], 'no-store');
   assertErrorJson(feed.sse.text, status);
   return feed.sse.text;
-}
-
-/** Checks `condition` until it holds, every few milliseconds, up to the deadline. */
-async function eventually(what: string, condition: () => Promise<boolean>, ms = DEADLINE_MS): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!(await condition())) {
-    if (Date.now() > deadline) throw new Error(`${what}: not within ${ms} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
 }
 
 const closing = new WeakMap<TestApp, Promise<void>>();

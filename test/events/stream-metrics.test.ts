@@ -4,11 +4,10 @@ import { test } from 'node:test';
 import { READ_WRITE, type TestApp, makeApp } from '../helpers.js';
 import { listen } from '../http/support.js';
 import { sample } from '../support/scrape.js';
+import { eventually } from './stream-support.js';
 
 // plant_store_event_streams (CONTRACT.md 1.2.0, Metrics): the change-feed streams open in this
 // process, over real sockets on 127.0.0.1. Waits are deadlines on a condition.
-
-const DEADLINE_MS = 15_000;
 
 /** Opens GET /events and resolves once the stream's first line (`: connected`) has arrived. */
 function openStream(port: number, token: string): Promise<{ req: ClientRequest; res: IncomingMessage }> {
@@ -35,13 +34,8 @@ async function streams(h: TestApp): Promise<number | undefined> {
   return sample(response.body, 'plant_store_event_streams');
 }
 
-async function until(h: TestApp, expected: number): Promise<void> {
-  const stop = Date.now() + DEADLINE_MS;
-  while ((await streams(h)) !== expected) {
-    if (Date.now() > stop) throw new Error(`plant_store_event_streams did not reach ${expected}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
+const until = (h: TestApp, expected: number): Promise<void> =>
+  eventually(`plant_store_event_streams at ${expected}`, async () => (await streams(h)) === expected);
 
 test('plant_store_event_streams counts the streams open now: 2, then 1 when a client leaves, then 0', async (t) => {
   const h = await makeApp();

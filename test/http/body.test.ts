@@ -178,5 +178,5 @@ test('a JSON Content-Type with no body does not stop a DELETE, and a POST withou
   assert.equal(deleted.body, '');
   const empty = await h.call(token, { method: 'POST', url: '/plants', ...json('') });
   assertErrorBody(empty, 400);
-  assert.equal(empty.json<{ message: string }>().message, 'body must be object');
+  assert.equal(empty.json<{ message: string }>().message, 'body must be a JSON object');
 });

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { tokenId } from '../../src/auth/token.js';
 import { READ_WRITE, json, makeApp } from '../helpers.js';
 import { sample } from '../support/scrape.js';
 import { assertErrorBody } from './support.js';
@@ -52,6 +53,15 @@ test('counts requests by route pattern and status, times them, and reports plant
   assert.equal(sample(text, 'plant_store_database_up'), 1);
   assert.ok((sample(text, 'plant_store_process_resident_memory_bytes') ?? 0) > 0, 'process metrics');
   assert.ok(!text.includes(token), 'no token in the metrics');
+  // The request log names who made each request (tokenId, subject); the series never do, or
+  // every token and subject would be a series of its own.
+  const requestSeries = text.split('\n').filter((line) => /^plant_store_http_request/.test(line));
+  assert.ok(requestSeries.length > 0);
+  for (const line of requestSeries) {
+    const labels = [...(/\{([^}]*)\}/.exec(line)?.[1] ?? '').matchAll(/([a-z_]+)="/g)].map((m) => m[1]);
+    assert.deepEqual(labels.filter((label) => label !== 'le').sort(), ['method', 'route', 'status'], line);
+  }
+  assert.ok(!text.includes(tokenId(token)!) && !text.includes('alice'), 'no token id or subject in the metrics');
 });
 
 test('the database gauge says 0 when the database does not answer', async (t) => {

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { API_DESCRIPTION } from '../../src/api-document.js';
 import { ConfigError, loadConfig } from '../../src/config.js';
 import { buildOpenApi } from '../../src/http/openapi.js';
 import { makeApp } from '../helpers.js';
@@ -48,7 +49,8 @@ test('the served document names PUBLIC_URL as its server', async () => {
 test('a PUBLIC_URL becomes the server of the document', () => {
   const routes = [] as Parameters<typeof buildOpenApi>[0];
   for (const url of ['https://plants.example.com', '/plant-store']) {
-    const servers = buildOpenApi(routes, { publicUrl: loadConfig({ PUBLIC_URL: url }).publicUrl }).servers as Json[];
+    const servers = buildOpenApi(routes, API_DESCRIPTION, { publicUrl: loadConfig({ PUBLIC_URL: url }).publicUrl })
+      .servers as Json[];
     assert.deepEqual(
       servers.map((s) => s.url),
       [url],

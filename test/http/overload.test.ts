@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { test } from 'node:test';
 import { READ_WRITE, makeApp } from '../helpers.js';
+import { eventually } from '../support/eventually.js';
 import { assertErrorBody } from './support.js';
 
 // Overload protection (src/http/overload.ts): while the event loop lags behind, API requests are
@@ -13,13 +14,14 @@ function busy(ms: number): void {
   while (Date.now() < end);
 }
 
-/** The status once the loop has been calm for a few samples (polled, at most 5 s). */
+/** Until a request is answered 200: the loop has been calm for a few samples (polled, at most 15 s). */
 async function calm(request: () => Promise<{ statusCode: number }>): Promise<number> {
   let status = 0;
-  for (let i = 0; i < 100 && status !== 200; i++) {
-    await sleep(50);
-    status = (await request()).statusCode;
-  }
+  await eventually(
+    async () => ((status = (await request()).statusCode) === 200 ? true : undefined),
+    () => `a 200 once the loop is calm (last ${status})`,
+    15_000,
+  );
   return status;
 }
 

@@ -35,6 +35,14 @@ test("requestLine is byte for byte the line pino's info() writes, whatever the U
       assert.equal(requestLine(child, method, url, status, ms), written.pop(), `${method} ${url}`);
     }
   }
+  // An authenticated request's line names the token's id and its subject, whatever the subject holds.
+  for (const actor of [
+    { tokenId: 'a1B2c3D4e5F6', subject: 'alice' },
+    { tokenId: 'jwt:o"brien\\', subject: 'o"brien\\ caf\u00e9\u{1f331}' },
+  ]) {
+    child.info({ method: 'GET', url: '/plants', status: 200, ms: 1.5, ...actor }, 'request completed');
+    assert.equal(requestLine(child, 'GET', '/plants', 200, 1.5, actor), written.pop(), actor.subject);
+  }
 });
 
 /** An app over a fresh store at `level`, its log lines collected. */
@@ -57,9 +65,9 @@ async function loggingApp(
   return { app, store, lines };
 }
 
-test('each answered request writes one line with its id, method, redacted URL, status and time', async (t) => {
+test('each answered request writes one line with its id, method, redacted URL, status, time and who made it', async (t) => {
   const { app, store, lines } = await loggingApp(t, 'info');
-  const token = (await new TokenService(store).create({ subject: 'alice', scopes: READ_WRITE })).token;
+  const { token, id } = await new TokenService(store).create({ subject: 'alice', scopes: READ_WRITE });
 
   const listed = await app.inject({
     url: '/plants?limit=2',
@@ -87,6 +95,8 @@ test('each answered request writes one line with its id, method, redacted URL, s
       url: '/plants?limit=2',
       status: 200,
       ms: undefined,
+      tokenId: id,
+      subject: 'alice',
       msg: 'request completed',
     },
   );
@@ -95,6 +105,9 @@ test('each answered request writes one line with its id, method, redacted URL, s
   assert.equal(second!.url, '/plants?access_token=[redacted]');
   assert.equal(second!.status, 401);
   assert.equal(second!.reqId, refused.headers['x-request-id']);
+  assert.ok(!('tokenId' in second!) && !('subject' in second!), 'a refused request names no one');
+  // What docs/operations.md ("Is a token still used?") tells an operator to search for.
+  assert.ok(lines.some((line) => line.includes(`"tokenId":"${id}"`) && line.includes('request completed')));
   assert.ok(!lines.join('\n').includes(token), 'the token is in no line');
 });
 
@@ -121,8 +134,12 @@ test('each refused request names who was refused and why (issue 16), never the s
   const reader = await tokens.create({ subject: 'alice', scopes: ['plants:read'] });
   const revoked = await tokens.create({ subject: 'bob', scopes: ['plants:read'] });
   await tokens.revoke(revoked.id);
-  const expired = await tokens.create({ subject: 'carol', scopes: ['plants:read'], expiresInMs: 1 });
-  await new Promise((resolve) => setTimeout(resolve, 5));
+  // Issued a minute ago by the service's clock (SQLite keeps it), for a millisecond: expired now.
+  const expired = await new TokenService(store, () => Date.now() - 60_000).create({
+    subject: 'carol',
+    scopes: ['plants:read'],
+    expiresInMs: 1,
+  });
   const auth = (token: string) => ({ authorization: `Bearer ${token}` });
 
   const answers = [
@@ -148,6 +165,14 @@ test('each refused request names who was refused and why (issue 16), never the s
     { status: 401, refused: 'revoked', tokenId: revoked.id, subject: undefined, scope: undefined },
     { status: 401, refused: 'expired', tokenId: expired.id, subject: undefined, scope: undefined },
     { status: 403, refused: 'missing scope', tokenId: reader.id, subject: 'alice', scope: 'plants:write' },
+  ]);
+  // Its request line names who asked only once the token is accepted: the 403, not the 401s.
+  const completed = parsed
+    .filter((l) => l.msg === 'request completed')
+    .map(({ status, tokenId, subject }) => ({ status, tokenId, subject }));
+  assert.deepEqual(completed, [
+    ...[1, 2, 3, 4].map(() => ({ status: 401, tokenId: undefined, subject: undefined })),
+    { status: 403, tokenId: reader.id, subject: 'alice' },
   ]);
   const all = lines.join('\n');
   for (const secret of [reader.token, revoked.token, expired.token])

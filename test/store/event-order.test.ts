@@ -1,11 +1,11 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, describe, test, type TestContext } from 'node:test';
-import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { EVENT_ORDER_LOCK } from '../../src/store/postgres-statements.js';
 import { openPostgres } from '../../src/store/postgres.js';
 import type { EventStore, PlantRecord, Store } from '../../src/store/store.js';
+import { eventually } from '../support/eventually.js';
 import { scratchSchema, stopSharedPostgres } from '../support/postgres.js';
 
 // Issue 14.1: on PostgreSQL a reader that resumes after event N never misses an event committed
@@ -140,11 +140,11 @@ describe('postgres: event ids commit in id order', () => {
     // Both changes are waiting for the lock (awaited in pg_locks, not guessed with a timer).
     const waiting = `SELECT count(*)::int AS n FROM pg_locks l JOIN pg_stat_activity s USING (pid)
       WHERE l.locktype = 'advisory' AND NOT l.granted AND l.objid = $1 AND s.application_name = $2`;
-    const deadline = Date.now() + 5000;
-    while ((await sql.query<{ n: number }>(waiting, [EVENT_ORDER_LOCK, app])).rows[0]!.n < 2) {
-      if (Date.now() > deadline) assert.fail('the changes never waited for the event-order lock');
-      await sleep(5);
-    }
+    await eventually(
+      async () =>
+        (await sql.query<{ n: number }>(waiting, [EVENT_ORDER_LOCK, app])).rows[0]!.n >= 2 ? true : undefined,
+      'both changes waiting for the event-order lock',
+    );
     assert.equal(await follower.read(), 0, 'nothing committed while the first event is open');
     await open.query('COMMIT');
     assert.deepEqual(await changes, [{ created: true }, true]);

@@ -3,7 +3,6 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
-import { setTimeout as sleep } from 'node:timers/promises';
 import Database from 'better-sqlite3';
 import pg from 'pg';
 import { openPostgres } from '../../src/store/postgres.js';
@@ -20,6 +19,7 @@ import {
   type Store,
   type WebhookRecord,
 } from '../../src/store/store.js';
+import { eventually } from '../support/eventually.js';
 import { scratchSchema, stopSharedPostgres } from '../support/postgres.js';
 
 // The event log, webhooks and deliveries of issue 14 (CONTRACT.md, Events): one suite, run
@@ -150,17 +150,6 @@ async function deliveriesOf(store: Store, webhookId: string): Promise<DeliveryRe
 
 async function statusOf(store: Store, webhookId: string): Promise<WebhookRecord['status'] | undefined> {
   return (await store.listWebhooks(null)).find((w) => w.id === webhookId)?.status;
-}
-
-/** Polls until `attempt` answers something: for a lease to expire (a deadline, not a timing assertion). */
-async function eventually<T>(attempt: () => Promise<T | undefined>, what: string): Promise<T> {
-  const deadline = Date.now() + 5000;
-  for (;;) {
-    const found = await attempt();
-    if (found !== undefined) return found;
-    if (Date.now() > deadline) assert.fail(`${what}: not within 5 s`);
-    await sleep(10);
-  }
 }
 
 const byId = (a: { id: bigint }, b: { id: bigint }) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
@@ -475,7 +464,12 @@ for (const engine of engines) {
         await h.sql(`INSERT INTO events (type, owner, plant_id, payload, created_at)
           VALUES ('plant.created', 'alice', 2, '{"id":2,"name":"plant 2"}', 0)`);
         const recorded = store.recordAttempt(d1!.id, 'h', { ...failed, disable: 'gone' as const });
-        await sleep(200); // the disable waits for the create's commit
+        // The disable waits for the create's commit: seen in pg_locks, a session waiting for this one.
+        await eventually(async () => {
+          const [waiting] = await h.sql(`SELECT count(*)::int AS n FROM pg_locks
+            WHERE locktype = 'advisory' AND NOT granted AND pg_backend_pid() = ANY (pg_blocking_pids(pid))`);
+          return Number(waiting!.n) >= 1 ? true : undefined;
+        }, 'the disable waiting for the event-order lock');
         await h.sql('COMMIT');
         assert.equal(await recorded, 'disabled');
         assert.equal(await statusOf(store, 'wh-1'), 'disabled');
@@ -682,7 +676,7 @@ for (const engine of engines) {
       const [second] = await eventually(async () => {
         const claimed = await claim(other, 'h2');
         return claimed.length > 0 ? claimed : undefined;
-      }, 'the lease of 50 ms never expired');
+      }, 'the lease of 50 ms expired and another holder claimed the delivery');
       assert.equal(second!.id, first!.id);
       assert.equal(await store.recordAttempt(first!.id, 'h1', delivered), false, 'the lease was lost');
       assert.equal(await other.recordAttempt(first!.id, 'h2', delivered), true);
@@ -782,19 +776,23 @@ for (const engine of engines) {
       await webhookOf('o');
       assert.equal(await attempt('o', retryIn(0, 0)), 'disabled', 'with 0 the first failure disables');
 
+      // The streak's start moved back a day stands for a day of failures (the store's clock, the database's on PostgreSQL).
+      const aDayAgo = (owner: string) =>
+        h.sql(`UPDATE webhooks SET failing_since = failing_since - ${DAY} WHERE id = '${owner}'`);
+
       await webhookOf('oo');
-      assert.equal(await attempt('oo', retryIn(0, 50)), 'active');
-      await sleep(80); // the streak is now older than 50 ms: time has to pass
-      assert.equal(await attempt('oo', retryIn(0, 50)), 'disabled');
+      assert.equal(await attempt('oo', retryIn(0, DAY)), 'active');
+      await aDayAgo('oo');
+      assert.equal(await attempt('oo', retryIn(0, DAY)), 'disabled');
       assert.equal(await store.enableWebhook('oo', 'oo'), true); // … and forgets the streak
-      assert.equal(await attempt('oo', retryIn(0, 50)), 'active');
+      assert.equal(await attempt('oo', retryIn(0, DAY)), 'active');
 
       await webhookOf('ooo');
-      assert.equal(await attempt('ooo', retryIn(0, 50)), 'active');
-      await sleep(80);
+      assert.equal(await attempt('ooo', retryIn(0, DAY)), 'active');
+      await aDayAgo('ooo');
       await store.createPlant(plant(100n, 'ooo')); // a second delivery to succeed with
-      assert.equal(await attempt('ooo', { ...delivered, disableWhenFailingForMs: 50 }), 'active');
-      assert.equal(await attempt('ooo', retryIn(0, 50)), 'active', 'the success ended the streak');
+      assert.equal(await attempt('ooo', { ...delivered, disableWhenFailingForMs: DAY }), 'active');
+      assert.equal(await attempt('ooo', retryIn(0, DAY)), 'active', 'the success ended the streak');
     });
 
     withStore('retryDelivery makes a delivered or failed delivery pending and due now', async (h) => {
@@ -949,6 +947,27 @@ for (const engine of engines) {
       await h.sql(`UPDATE events SET created_at = created_at - ${10 * DAY}`);
       assert.equal(await store.pruneEvents(7 * DAY, 10), 1);
     });
+
+    withStore(
+      'pruneEvents goes in id order and stops at the first event that is not old: no gap in the log',
+      async (h) => {
+        const { store } = h;
+        for (let i = 1n; i <= 4n; i++) await store.createPlant(plant(i, 'alice'));
+        const events = await allEvents(store);
+        // A clock set back between the writes: the third event looks as old as the first.
+        await h.sql(
+          `UPDATE events SET created_at = created_at - ${10 * DAY} WHERE id IN (${events[0]!.id}, ${events[2]!.id})`,
+        );
+        assert.equal(await store.pruneEvents(7 * DAY, 10), 1);
+        assert.equal(await store.eventHorizon(), events[0]!.id);
+        const ids = async (): Promise<bigint[]> => (await allEvents(store)).map((e) => e.id);
+        const kept = events.slice(1).map((e) => e.id);
+        assert.deepEqual(await ids(), kept);
+        // Nothing old at the front: nothing goes, however many events follow.
+        assert.equal(await store.pruneEvents(7 * DAY, 10), 0);
+        assert.deepEqual(await ids(), kept);
+      },
+    );
   });
 
   describe(`${engine.name}: webhook management (interface 1.2.0)`, () => {

@@ -124,9 +124,15 @@ test('a write that cannot get the lock within its wait fails as unavailable (a 5
   const lock = holdWriteLock(path);
   t.after(() => lock.release());
 
+  // The writes' waits are measured on performance.now(), here a clock the test moves: the second
+  // write comes 100 ms after the first, and the first's 200 ms run out while the second has waited
+  // 100, however slowly this machine runs the tries in between (each a short real timer).
+  let now = 1000;
+  t.mock.method(performance, 'now', () => now);
   const first = store.createPlant(plant(1n, 'alice', 'fern'));
-  await new Promise((resolve) => setTimeout(resolve, 100));
+  now += 100;
   const second = store.deletePlant(1n, 'alice');
+  now += 100;
   await assert.rejects(first, (error: Error) => error.name === 'StoreUnavailableError');
   // The later write is still within its own wait when the first fails: released now, it commits.
   lock.release();

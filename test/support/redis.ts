@@ -60,3 +60,45 @@ export async function redisUrl(): Promise<string> {
   process.once('exit', () => throwaway?.stop());
   return url;
 }
+
+/** A `redis-server` of a test's own, on a free 127.0.0.1 port, that it stops and starts again (an outage). */
+export interface StoppableRedis {
+  readonly url: string;
+  /** Stops it by its pid and waits for it to exit. */
+  stop(): Promise<void>;
+  /** Starts it again on the same port and waits until it answers. */
+  start(): Promise<void>;
+}
+
+export async function stoppableRedis(): Promise<StoppableRedis> {
+  const port = await freePort();
+  const url = `redis://127.0.0.1:${port}`;
+  let child: ReturnType<typeof spawn> | undefined;
+  const start = async (): Promise<void> => {
+    const started = spawn(
+      'redis-server',
+      ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
+      { stdio: 'ignore' },
+    );
+    child = started;
+    let exited: string | undefined;
+    started.once('error', (error) => void (exited = `redis-server could not start (${String(error)})`));
+    started.once('exit', (code) => void (exited ??= `redis-server exited with ${code}`));
+    const deadline = Date.now() + 10_000;
+    while (!(await answers(url))) {
+      if (exited !== undefined) throw new Error(`no Redis for this test: ${exited}`);
+      if (Date.now() > deadline) throw new Error(`redis-server on port ${port} did not answer within 10 s`);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+  };
+  const stop = async (): Promise<void> => {
+    const running = child;
+    child = undefined;
+    if (running === undefined || running.exitCode !== null || running.signalCode !== null) return;
+    const exited = once(running, 'exit');
+    running.kill('SIGTERM');
+    await exited;
+  };
+  await start();
+  return { url, stop, start };
+}

@@ -37,7 +37,7 @@ test('a line that is not a valid plant says why', () => {
     ['{"id":9223372036854775808,"owner":"a","name":"x"}', /plant\.id/],
     ['{"id":1,"name":"x"}', /must have the property "owner"/],
     ['{"id":1,"owner":"a","name":"x","color":"red"}', /unknown property "color"/],
-    ['{"id":1,"owner":"a","name":"\\u0000"}', /plant\.name must be 1 to 200/],
+    ['{"id":1,"owner":"a","name":"\\u0000"}', /plant\.name must be text of 1 to 200/],
     ['{"id":1,"owner":"","name":"x"}', /plant\.owner/],
     ['{"id":1,"owner":"a","name":"x","id":2}', /duplicate key/],
   ];

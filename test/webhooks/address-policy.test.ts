@@ -143,6 +143,19 @@ describe('checkWebhookUrl', () => {
     assert.equal(reason('javascript:alert(1)', true), 'the webhook URL must use http or https');
   });
 
+  test('marks the refusals WEBHOOK_ALLOW_PRIVATE=1 lifts: http://, a literal non-public host; not another scheme', () => {
+    const privateOnly = (url: string): boolean | undefined => {
+      const result = checkWebhookUrl(url, strict);
+      assert.ok(!result.ok, url);
+      return result.privateOnly;
+    };
+    assert.equal(privateOnly('http://hooks.example.com/'), true);
+    assert.equal(privateOnly('https://10.0.0.1/'), true);
+    assert.equal(privateOnly('https://localhost/'), true);
+    assert.equal(privateOnly('ftp://hooks.example.com/'), undefined);
+    assert.equal(privateOnly('https://user@hooks.example.com/'), undefined);
+  });
+
   test('refuses user information and fragments, even empty ones', () => {
     const userinfo = 'the webhook URL must not contain a user name or password';
     assert.equal(reason('https://user:pass@hooks.example.com/'), userinfo);

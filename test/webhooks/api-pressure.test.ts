@@ -1,42 +1,65 @@
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { test } from 'node:test';
-import { ApiPressure } from '../../src/webhooks/api-pressure.js';
+import { ApiPressure, loopBusySince } from '../../src/webhooks/api-pressure.js';
 
 // The dispatcher yields to the API only when both hold over a window (100 ms): the event loop was
-// busy and requests arrived fast. Busy windows are made by spinning; idle ones by sleeping.
+// busy and requests arrived fast. Busy windows are made by spinning; idle ones by sleeping; the
+// busy share is this process's own (event-loop utilization), while the windows are measured on a
+// clock the test moves by the time each step stands for: a loaded machine that stretches a spin
+// or a sleep changes neither the rate of requests nor which reads share a window.
 
 const spin = (ms: number): void => {
   const until = performance.now() + ms;
   while (performance.now() < until);
 };
 
-test('a busy loop with many requests is pressure; an idle loop, or a busy one without requests, is not', async () => {
+/** An ApiPressure on this event loop's busy share, its windows on a clock moved by `pass(ms)`. */
+function measured() {
+  let at = 0;
   let requests = 0;
-  const pressure = new ApiPressure(() => requests);
+  const pressure = new ApiPressure(
+    () => requests,
+    loopBusySince(),
+    () => at,
+  );
+  return {
+    pressure,
+    arrive: (n: number) => void (requests += n),
+    pass: (ms: number) => void (at += ms),
+  };
+}
+
+test('a busy loop with many requests is pressure; an idle loop, or a busy one without requests, is not', async () => {
+  const { pressure, arrive, pass } = measured();
 
   spin(150);
-  requests += 1000; // 1,000 in 150 ms: far above 2,000/s
+  pass(150);
+  arrive(1000); // 1,000 in 150 ms: far above 2,000/s
   assert.equal(pressure.saturated, true, 'busy loop, many requests');
 
   spin(150);
-  requests += 10; // a busy loop (a backlog drained by the dispatcher alone, fsyncs) at a modest rate
+  pass(150);
+  arrive(10); // a busy loop (a backlog drained by the dispatcher alone, fsyncs) at a modest rate
   assert.equal(pressure.saturated, false, 'busy loop, few requests');
 
   await sleep(150);
-  requests += 1000;
+  pass(150);
+  arrive(1000);
   assert.equal(pressure.saturated, false, 'idle loop, many requests');
 });
 
 test('the answer holds within a window and is measured again after it', async () => {
-  let requests = 0;
-  const pressure = new ApiPressure(() => requests);
+  const { pressure, arrive, pass } = measured();
   spin(120);
-  requests += 1000;
+  pass(120);
+  arrive(1000);
   assert.equal(pressure.saturated, true);
   await sleep(20); // read again within the window: the same answer, though the loop was idle since
+  pass(20);
   assert.equal(pressure.saturated, true);
   spin(120); // a new window with no new request
+  pass(120);
   assert.equal(pressure.saturated, false);
 });
 

@@ -332,8 +332,16 @@ describe('POST /webhooks refuses targets that are not public https (allowPrivate
   });
   after(() => h.close());
 
-  test('POST /webhooks answers 400 for an http:// URL, saying https is needed', async () => {
-    assert.match(assertError(await post(h, alice, { url: 'http://hooks.example.com/plants' }), 400).message, /https/);
+  test('POST /webhooks answers 400 for an http:// URL, saying https is needed and what allows http in development', async () => {
+    assert.equal(
+      assertError(await post(h, alice, { url: 'http://hooks.example.com/plants' }), 400).message,
+      'the webhook URL must use https (a server started with WEBHOOK_ALLOW_PRIVATE=1 allows http:// and private addresses, for development only)',
+    );
+    // The setting allows http, not other schemes: it is not named for them.
+    assert.equal(
+      assertError(await post(h, alice, { url: 'ftp://hooks.example.com/plants' }), 400).message,
+      'the webhook URL must use https',
+    );
   });
 
   const refused: Array<[string, string]> = [
@@ -362,6 +370,10 @@ describe('POST /webhooks refuses targets that are not public https (allowPrivate
       const { message } = assertError(await post(h, alice, { url }), 400);
       assert.match(message, /public address/);
       assert.ok(message.includes(address), `the message names ${address}: ${message}`);
+      assert.match(
+        message,
+        / \(a server started with WEBHOOK_ALLOW_PRIVATE=1 allows http:\/\/ and private addresses, for development only\)$/,
+      );
     });
   }
 
