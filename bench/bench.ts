@@ -8,7 +8,9 @@
 // BENCH_SKIP=sqlite,postgres,api,compression,scale,workers,events,events-cost (api: the five GET/POST/DELETE/mix rows;
 // compression: the 100-plant page with and without gzip, a poll answered 304, bytes on the wire).
 // The event side's scenarios (webhooks, the change feed) are bench/events.ts, run after each engine's own,
-// then bench/cost-ab.ts (events-cost: POST with a webhook, this build against the 1.1.0 build).
+// then bench/cost-ab.ts (events-cost: POST with a webhook, this build against the 1.1.0 build), and
+// last bench/cost.ts (cost: server CPU per request against bare node:http). `npm run bench -- --quick`
+// runs that last table alone, in under 90 s.
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -18,6 +20,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startThrowawayPostgres } from '../test/support/postgres.js';
 import { costDatabases, costScenario } from './cost-ab.js';
+import { type CostRow, costRows, costTable, main as costOnly } from './cost.js';
 import { eventScenarios } from './events.js';
 import { type WrkResult as Result, wrk as wrkFor } from './wrk.js';
 
@@ -366,6 +369,20 @@ async function suite(engine: string, env: NodeJS.ProcessEnv): Promise<void> {
     rows.push(...cost.rows);
     notes.push(...cost.notes);
   }
+
+  if (!SKIP.has('cost'))
+    costs.push(
+      ...(await costRows(
+        engine,
+        env.DATABASE_URL?.startsWith('sqlite:') ? { DATABASE_URL: `sqlite:${join(dir, 'cost.db')}` } : env,
+      )),
+    );
+}
+const costs: CostRow[] = [];
+
+if (process.argv.includes('--quick')) {
+  await costOnly();
+  process.exit(0);
 }
 
 try {
@@ -394,6 +411,7 @@ try {
   console.log('|---|---|---|---|---|---|---|---|---|');
   for (const line of rows) console.log(line);
   if (notes.length > 0) console.log(`\n${notes.map((line) => `- ${line}`).join('\n')}`);
+  if (costs.length > 0) console.log(`\nServer CPU per request (bench/cost.ts):\n\n${costTable(costs)}`);
 } finally {
   rmSync(dir, { recursive: true, force: true });
 }
