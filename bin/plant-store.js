@@ -1,8 +1,37 @@
 #!/usr/bin/env node
 // The package's command. The TypeScript is compiled to dist/ by `npm ci` (the prepare script).
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+
+// Before `npm ci` (node_modules missing) or after a clean (dist/ missing), one line says what to
+// run, instead of node's ERR_MODULE_NOT_FOUND stack. In a checkout this costs two file checks; an
+// install whose dependencies sit higher up (hoisted) asks node's resolver.
+const here = (path) => new URL(path, import.meta.url);
+const installed = (name) => {
+  if (existsSync(here(`../node_modules/${name}/package.json`))) return true;
+  try {
+    import.meta.resolve(name);
+    return true;
+  } catch {
+    return false;
+  }
+};
+const root = fileURLToPath(here('..')).replace(/[\\/]$/, '');
+const missing = !installed('fastify')
+  ? `the dependencies are not installed: run \`npm ci\` in ${root} first (it also builds dist/)`
+  : existsSync(here('../dist/cli.js'))
+    ? undefined
+    : installed('typescript')
+      ? `dist/ (the compiled TypeScript) is missing: run \`npm run build\` in ${root} first`
+      : `dist/ (the compiled TypeScript) is missing and TypeScript is not installed: run \`npm ci\` in ${root} first (docs/operations.md: a production install)`;
+if (missing !== undefined) {
+  process.stderr.write(`plant-store: ${missing}\n`);
+  process.exit(1);
+}
+
 // Tracing (docs/tracing.md) must be set up before the server's modules load, and only when asked
 // for: tracing-hooks.js imports nothing of OpenTelemetry, and the SDK comes with tracing.js alone.
-const { tracingWanted } = await import('../dist/system/tracing-hooks.js');
+const { tracingWanted } = await import('../dist/tracing-hooks.js');
 if (process.argv[2] === 'serve' && tracingWanted(process.env)) {
   const { startTracing } = await import('../dist/system/tracing.js');
   await startTracing();
