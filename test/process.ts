@@ -1,20 +1,25 @@
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { once } from 'node:events';
+import { after } from 'node:test';
 import { fileURLToPath } from 'node:url';
 
 /** The package's command, as `npx plant-store` and `npm start` run it (compiled by `npm test` first). */
 export const BIN = fileURLToPath(new URL('../bin/plant-store.js', import.meta.url));
 
 /**
- * Processes a test started that must not outlive its test file. `npm test` runs each file with
- * --test-force-exit: a file whose cleanup failed half way (a hook that threw before the one that
- * stops a server) still ends when its tests have, instead of waiting on a server that runs on
- * (the CI run that hung for 90 minutes, issue 26). This kills what is left, by pid, as it exits.
+ * Processes a test started that must not outlive its test file. Node runs a test's after-hooks in
+ * the order they were registered and skips the rest when one throws: a failed cleanup (a schema's
+ * drop, registered before the server's stop) once left a server running, which kept its file's
+ * process, the test run and CI waiting until CI's 90 minutes ran out. So what is still running
+ * when the file's tests are over is killed by its pid: in a root-level after-hook (it runs however
+ * the tests and their hooks ended) under the test runner, and as the process exits otherwise.
  */
 const running = new Set<ChildProcess>();
-process.once('exit', () => {
+const killLeftovers = (): void => {
   for (const child of running) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-});
+};
+process.once('exit', killLeftovers);
+if (process.env.NODE_TEST_CONTEXT !== undefined) after(killLeftovers);
 
 /** Kills `child` when this test file's process exits, if it still runs then. */
 export function reapAtExit(child: ChildProcess): void {

@@ -144,20 +144,9 @@ const reporters = [
   '--test-reporter=./test/support/durations-reporter.mjs',
   `--test-reporter-destination=test-output/durations${suite ? `-${suite}` : ''}.txt`,
 ];
-// --test-force-exit: a file ends once its tests have, even if a failed cleanup left something
-// running (test/process.ts kills the servers it started as the file exits); without it one
-// failing after-hook kept a file, and CI, waiting until CI's 90 minutes ran out.
 const runner = spawn(
   process.execPath,
-  [
-    '--import',
-    'tsx',
-    '--test',
-    '--test-force-exit',
-    `--test-concurrency=${concurrency}`,
-    ...reporters,
-    ...slowestFirst(files, suite),
-  ],
+  ['--import', 'tsx', '--test', `--test-concurrency=${concurrency}`, ...reporters, ...slowestFirst(files, suite)],
   {
     stdio: 'inherit',
     env,
