@@ -53,6 +53,8 @@ export interface Config {
   readonly corsOrigins: CorsOrigins | null;
   /** PUBLIC_URL: where clients reach the API, as the OpenAPI document's `servers` gives it; `/` (relative) by default. */
   readonly publicUrl: string;
+  /** PORTAL: whether GET /portal serves the subscribers' page (issue 27); `off` removes its routes. */
+  readonly portal: boolean;
 }
 
 /** Exact origins as browsers send them (`https://app.example`, `http://127.0.0.1:3000`), or `*` for any. */
@@ -171,6 +173,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     events: parseEventSettings(env),
     corsOrigins: parseCorsOrigins(env.CORS_ORIGINS ?? ''),
     publicUrl: parsePublicUrl(env.PUBLIC_URL ?? ''),
+    portal: parseOnOff(env.PORTAL, 'PORTAL', "serve the subscribers' page at /portal, the default"),
   });
 }
 
@@ -262,11 +265,9 @@ function parseSecretsKey(text: string | undefined): Buffer | null {
 }
 
 /** `on` (the default) or `off`, in any case; anything else is a mistake worth stopping for. */
-function parseDelivery(text: string | undefined): boolean {
+function parseOnOff(text: string | undefined, name: string, on: string): boolean {
   const value = (text ?? 'on').trim().toLowerCase();
-  if (value !== 'on' && value !== 'off') {
-    throw new ConfigError(`WEBHOOK_DELIVERY must be "on" (send webhooks, the default) or "off"; got "${text}"`);
-  }
+  if (value !== 'on' && value !== 'off') throw new ConfigError(`${name} must be "on" (${on}) or "off"; got "${text}"`);
   return value === 'on';
 }
 
@@ -286,7 +287,7 @@ function parseEventSettings(env: NodeJS.ProcessEnv): EventSettings {
     maxWebhooksPerSubject: 20,
     heartbeatMs: 15_000,
     maxStreamsPerToken: 5,
-    delivery: parseDelivery(env.WEBHOOK_DELIVERY),
+    delivery: parseOnOff(env.WEBHOOK_DELIVERY, 'WEBHOOK_DELIVERY', 'send webhooks, the default'),
   });
 }
 

@@ -110,6 +110,7 @@ export function settingsSummary(config: Config, port = config.port): Record<stri
     rateLimit: config.rateLimit === null ? 'off' : `${config.rateLimit.max}/${config.rateLimit.windowMs / 1000}s`,
     workers: config.workers,
     webhookDelivery: config.events.delivery ? 'on' : 'off',
+    portal: config.portal ? 'on' : 'off',
     // Where spans are exported (OTEL_EXPORTER_OTLP_ENDPOINT, docs/tracing.md), or off.
     tracing: tracing.current?.exportsTo ?? 'off',
     host: config.host,

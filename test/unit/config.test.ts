@@ -179,6 +179,23 @@ describe('loadConfig: WEBHOOK_DELIVERY', () => {
   });
 });
 
+describe('loadConfig: PORTAL', () => {
+  test('is on by default, reads on and off in any case, and says which in the start-up summary', () => {
+    assert.equal(loadConfig({}).portal, true);
+    assert.equal(loadConfig({ PORTAL: 'on' }).portal, true);
+    assert.equal(loadConfig({ PORTAL: 'Off' }).portal, false);
+    assert.equal(settingsSummary(loadConfig({})).portal, 'on');
+    assert.equal(settingsSummary(loadConfig({ PORTAL: 'off' })).portal, 'off');
+  });
+
+  test('refuses anything else, naming PORTAL and its values', () => {
+    for (const value of ['0', 'false', '', 'disabled']) {
+      refuses({ PORTAL: value }, 'PORTAL');
+      assert.throws(() => loadConfig({ PORTAL: value }), /PORTAL must be "on" .* or "off"; got "/);
+    }
+  });
+});
+
 describe('loadConfig: CORS_ORIGINS', () => {
   test('is off when unset or empty', () => {
     assert.equal(loadConfig({}).corsOrigins, null);
