@@ -30,6 +30,7 @@ import { plantRoutes } from './plants/plant.routes.js';
 import { PlantService } from './plants/plant.service.js';
 import type { Store } from './store/store.js';
 import { Metrics, metricsRoute } from './system/metrics.js';
+import { portalRoutes } from './system/portal.routes.js';
 import { systemRoutes } from './system/system.routes.js';
 import { tracing } from './tracing-hooks.js';
 import { SecretBox } from './webhooks/secret-box.js';
@@ -155,6 +156,7 @@ export async function buildApp({
     }),
   );
   await app.register(metricsRoute(metrics, config.metricsToken));
+  if (config.portal) await app.register(portalRoutes()); // PORTAL=off: no route, so 404 as any unknown path
 
   return app;
 }
