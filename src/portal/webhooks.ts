@@ -1,0 +1,200 @@
+import { type Child, button, byId, h, replaceKeepingFocus } from './dom.js';
+import { FormDialog, type SecretDialog } from './dialogs.js';
+import type { Page } from './page.js';
+import { EVENT_TYPES, type EventType, type Webhook, type WithSecret } from './shapes.js';
+import { failingSince, localTime, statusWords } from './words.js';
+
+// The Webhooks panel: the caller's webhooks (GET /webhooks) with what can be done to each.
+
+const path = (webhook: Webhook, rest = ''): string => `webhooks/${encodeURIComponent(webhook.id)}${rest}`;
+
+export class WebhooksPanel {
+  private webhooks: readonly Webhook[] = [];
+  private selectedId: string | undefined;
+  private readonly list = byId('webhooks', HTMLUListElement);
+  private readonly form = new FormDialog(byId('webhook-dialog', HTMLDialogElement));
+  private readonly rotate = new FormDialog(byId('rotate-dialog', HTMLDialogElement));
+  private readonly remove = new FormDialog(byId('delete-dialog', HTMLDialogElement));
+
+  constructor(
+    private readonly page: () => Page,
+    private readonly secrets: SecretDialog,
+  ) {
+    byId('add-webhook', HTMLButtonElement).addEventListener('click', () => this.add());
+  }
+
+  /** The webhook whose deliveries are shown: the one chosen, else the first. */
+  get selected(): Webhook | undefined {
+    return this.webhooks.find((webhook) => webhook.id === this.selectedId) ?? this.webhooks[0];
+  }
+
+  async refresh(): Promise<void> {
+    const { body } = await this.page().api.get<Webhook[]>('webhooks');
+    this.webhooks = body;
+    this.render();
+  }
+
+  clear(): void {
+    this.webhooks = [];
+    this.selectedId = undefined;
+    this.list.replaceChildren();
+  }
+
+  private render(): void {
+    const now = Date.now();
+    if (this.webhooks.length === 0) {
+      return replaceKeepingFocus(
+        this.list,
+        h('li', { class: 'muted' }, 'No webhooks yet. Add one to receive plant.created and plant.deleted events.'),
+      );
+    }
+    replaceKeepingFocus(this.list, ...this.webhooks.map((webhook) => this.item(webhook, now)));
+  }
+
+  private item(webhook: Webhook, now: number): HTMLLIElement {
+    const heading = `webhook-${webhook.id}`;
+    const failing = webhook.failingSince;
+    const key = (action: string): string => `${action}:${webhook.id}`;
+    const shown = this.selected?.id === webhook.id;
+    const details: Array<[string, Child]> = [
+      ['Events', webhook.events.join(', ')],
+      ['Status', statusWords(webhook.status, webhook.disabledReason)],
+      ['Created', localTime(webhook.createdAt)],
+    ];
+    return h(
+      'li',
+      {
+        class: `webhook ${webhook.status}${failing === null ? '' : ' failing'}`,
+        'aria-labelledby': heading,
+      },
+      h('h3', { id: heading }, webhook.url),
+      webhook.description !== '' && h('p', { class: 'description' }, webhook.description),
+      failing !== null && h('p', { class: 'failing-since' }, failingSince(failing, now)),
+      h('dl', {}, ...details.flatMap(([term, value]) => [h('dt', {}, term), h('dd', {}, value)])),
+      h(
+        'div',
+        { class: 'actions' },
+        button('Deliveries', () => this.select(webhook), { 'aria-pressed': String(shown), 'data-key': key('show') }),
+        button('Edit', () => this.edit(webhook), { 'data-key': key('edit') }),
+        webhook.status === 'active'
+          ? button('Disable', () => void this.act(() => this.patch(webhook, { status: 'disabled' })), {
+              'data-key': key('status'),
+            })
+          : button('Enable', () => void this.act(() => this.enable(webhook)), { 'data-key': key('status') }),
+        button('Ping', () => void this.act(() => this.ping(webhook)), { 'data-key': key('ping') }),
+        button('Rotate secret', () => this.rotateSecret(webhook), { 'data-key': key('rotate') }),
+        button('Delete', () => this.delete(webhook), { 'data-key': key('delete'), class: 'danger-outline' }),
+      ),
+    );
+  }
+
+  private select(webhook: Webhook): void {
+    this.selectedId = webhook.id;
+    this.render();
+    this.page().refresh();
+  }
+
+  /** Runs a change, then says so or why not, and shows what it changed. */
+  private async act(change: () => Promise<string>): Promise<void> {
+    try {
+      this.page().notify(await change());
+    } catch (error) {
+      this.page().fail(error);
+    }
+    this.page().refresh();
+  }
+
+  private async patch(webhook: Webhook, changes: Record<string, unknown>): Promise<string> {
+    await this.page().api.send('PATCH', path(webhook), changes);
+    return changes.status === 'disabled' ? `Disabled ${webhook.url}: deliveries wait until you enable it.` : 'Saved.';
+  }
+
+  private async enable(webhook: Webhook): Promise<string> {
+    await this.page().api.send('POST', path(webhook, '/enable'));
+    return `Enabled ${webhook.url}: its waiting deliveries are sent.`;
+  }
+
+  private async ping(webhook: Webhook): Promise<string> {
+    await this.page().api.send('POST', path(webhook, '/ping'));
+    this.selectedId = webhook.id;
+    return `Ping sent to ${webhook.url}: it is in the deliveries as webhook.ping.`;
+  }
+
+  private add(): void {
+    this.fillForm('Add webhook', 'Create webhook', { url: '', description: '', events: EVENT_TYPES });
+    this.form.open(async () => {
+      const { body } = await this.page().api.send<WithSecret>('POST', 'webhooks', this.formValues());
+      this.selectedId = body.id;
+      this.page().notify(`Added ${body.url}.`);
+      this.page().refresh();
+      this.secrets.show(body.secret, '');
+    });
+  }
+
+  private edit(webhook: Webhook): void {
+    this.fillForm('Edit webhook', 'Save changes', webhook);
+    this.form.open(async () => {
+      const values = this.formValues();
+      // PATCH takes the fields that change, and at least one.
+      const changes = Object.fromEntries(
+        Object.entries(values).filter(([name, value]) => String(value) !== String(webhook[name as keyof Webhook])),
+      );
+      if (Object.keys(changes).length === 0) return;
+      this.page().notify(await this.patch(webhook, changes));
+      this.page().refresh();
+    });
+  }
+
+  private rotateSecret(webhook: Webhook): void {
+    byId('rotate-of', HTMLParagraphElement).textContent = webhook.url;
+    this.rotate.open(async () => {
+      const overlapSeconds = Number(byId('overlap', HTMLSelectElement).value);
+      const { body } = await this.page().api.send<WithSecret>('POST', path(webhook, '/secret'), { overlapSeconds });
+      const until = localTime(new Date(Date.now() + overlapSeconds * 1000).toISOString());
+      this.page().notify(`Rotated the secret of ${webhook.url}.`);
+      this.secrets.show(
+        body.secret,
+        overlapSeconds === 0
+          ? 'The old secret no longer signs: only this one does.'
+          : `The old secret keeps signing beside this one until ${until}.`,
+      );
+    });
+  }
+
+  private delete(webhook: Webhook): void {
+    byId('delete-of', HTMLParagraphElement).textContent = webhook.url;
+    this.remove.open(async () => {
+      await this.page().api.send('DELETE', path(webhook));
+      this.page().notify(`Deleted ${webhook.url}.`);
+      this.page().refresh();
+    });
+  }
+
+  private fillForm(
+    title: string,
+    submit: string,
+    values: { url: string; description: string; events: readonly EventType[] },
+  ): void {
+    byId('webhook-dialog-heading', HTMLHeadingElement).textContent = title;
+    byId('webhook-submit', HTMLButtonElement).textContent = submit;
+    byId('webhook-url', HTMLInputElement).value = values.url;
+    byId('webhook-description', HTMLInputElement).value = values.description;
+    for (const box of this.eventBoxes()) box.checked = values.events.includes(box.value as EventType);
+  }
+
+  private formValues(): { url: string; description: string; events: EventType[] } {
+    const events = this.eventBoxes()
+      .filter((box) => box.checked)
+      .map((box) => box.value as EventType);
+    if (events.length === 0) throw new Error('Choose at least one event type.');
+    return {
+      url: byId('webhook-url', HTMLInputElement).value.trim(),
+      description: byId('webhook-description', HTMLInputElement).value,
+      events,
+    };
+  }
+
+  private eventBoxes(): HTMLInputElement[] {
+    return [...byId('webhook-form', HTMLFormElement).querySelectorAll<HTMLInputElement>('input[name="event"]')];
+  }
+}
