@@ -1,0 +1,327 @@
+import assert from 'node:assert/strict';
+import { existsSync } from 'node:fs';
+import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { type Locator, type Page, chromium } from 'playwright-core';
+import { Webhook as Verifier } from 'standardwebhooks';
+import { Receiver } from '../e2e/webhook-receiver.js';
+import { callServer, runCli, startServer } from '../process.js';
+
+// Issue 27, point 8: the subscribers' page at /portal, driven in Debian's Chromium as a person
+// would, by role and accessible name (no CSS selector), against one server and a receiver on
+// 127.0.0.1. One browser, one server: the steps run in order on one page.
+
+const CHROMIUM = '/usr/bin/chromium';
+const MISSING =
+  `this test drives Chromium at ${CHROMIUM}, which is missing: install it with \`apt-get install chromium\` ` +
+  "(Debian's package; playwright-core's own browser download is not used)";
+const skip = !existsSync(CHROMIUM) && process.env.CI !== 'true' ? MISSING : false;
+const SCREENSHOT = fileURLToPath(new URL('../../test-output/portal.png', import.meta.url));
+const AXE = fileURLToPath(new URL('../../node_modules/axe-core/axe.min.js', import.meta.url));
+
+const XSS = '<img src=x onerror=alert(1)>';
+/** Beyond 2^53: the feed must show it exactly as the server sent it. */
+const BIG_ID = '9007199254740993';
+const FULL = 'plants:read,plants:write,webhooks:read,webhooks:write';
+
+async function mint(env: NodeJS.ProcessEnv, scopes: string): Promise<string> {
+  const minted = await runCli(['token', 'create', '--subject', 'alice', '--scopes', scopes, '--json'], env);
+  assert.equal(minted.code, 0, minted.stderr);
+  return (JSON.parse(minted.stdout) as { token: string }).token;
+}
+
+/** The role and name of what has keyboard focus, as the test names controls. */
+const FOCUSED = `(() => {
+  const element = document.activeElement;
+  if (!element || element === document.body) return '';
+  const label = element.labels && element.labels[0] ? element.labels[0].textContent : '';
+  return element.tagName.toLowerCase() + ':' + (label || element.textContent || '').trim().replace(/\\s+/g, ' ');
+})()`;
+/** Every control a person could use now (shown, enabled), named as FOCUSED names them. */
+const CONTROLS = `[...document.querySelectorAll('button, input, select, textarea, a[href]')]
+  .filter((element) => element.getClientRects().length > 0 && !element.disabled)
+  .map((element) => {
+    const label = element.labels && element.labels[0] ? element.labels[0].textContent : '';
+    return element.tagName.toLowerCase() + ':' + (label || element.textContent || '').trim().replace(/\\s+/g, ' ');
+  })`;
+
+test(
+  'the portal in headless Chromium: sign in, manage a webhook, follow its deliveries and the feed',
+  {
+    timeout: 120_000,
+    skip,
+  },
+  async (t) => {
+    assert.ok(existsSync(CHROMIUM), MISSING);
+    // Undone in reverse order: the browser, the server, the receiver, then the database.
+    const cleanups: Array<() => Promise<unknown>> = [];
+    t.after(async () => {
+      for (const cleanup of cleanups.reverse()) await cleanup();
+    });
+    const dir = await mkdtemp(join(tmpdir(), 'plant-store-portal-'));
+    cleanups.push(() => rm(dir, { recursive: true, force: true }));
+    const receiver = new Receiver();
+    await receiver.start();
+    cleanups.push(() => receiver.stop());
+    const env = {
+      DATABASE_URL: `sqlite:${join(dir, 'plant-store.db')}`,
+      WEBHOOK_ALLOW_PRIVATE: '1',
+      WEBHOOK_RETRY_SCHEDULE: '0s,300ms,300ms',
+    };
+    const token = await mint(env, FULL);
+    const plantsOnly = await mint(env, 'plants:read,plants:write');
+    const server = await startServer(env);
+    cleanups.push(() => server.stop());
+    const origin = server.url;
+    const createPlant = async (body: string): Promise<void> => {
+      const r = await callServer(server, token, 'POST', '/plants', body);
+      assert.equal(r.status, 200, r.text);
+    };
+
+    const browser = await chromium.launch({
+      executablePath: CHROMIUM,
+      headless: true,
+      // Nothing but 127.0.0.1: every host name fails to resolve, and nothing runs in the background.
+      args: [
+        '--headless',
+        '--no-sandbox',
+        '--disable-gpu',
+        '--disable-background-networking',
+        '--disable-component-update',
+        '--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1',
+      ],
+    });
+    cleanups.push(() => browser.close());
+    const context = await browser.newContext({ viewport: { width: 1400, height: 1000 } });
+    await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin });
+    const requests: string[] = [];
+    const consoleErrors: string[] = [];
+    const alerts: string[] = [];
+    const refused: string[] = [];
+    context.on('request', (request) => void requests.push(request.url()));
+    context.on('response', (response) => {
+      if (response.status() >= 400) refused.push(`${response.status()} ${new URL(response.url()).pathname}`);
+    });
+    const page: Page = await context.newPage();
+    page.setDefaultTimeout(15_000);
+    page.on('console', (message) => {
+      // Chromium logs each 4xx answer as an error too; those are checked one by one below (refused).
+      const text = message.text();
+      if (
+        message.type() === 'error' &&
+        !text.startsWith('Failed to load resource: the server responded with a status of')
+      )
+        consoleErrors.push(text);
+    });
+    page.on('pageerror', (error) => void consoleErrors.push(error.message));
+    page.on('dialog', (dialog) => {
+      alerts.push(dialog.message());
+      void dialog.dismiss();
+    });
+    const webhookItem = (): Locator => page.getByRole('listitem', { name: receiver.url });
+    const deliveryRow = (...texts: string[]): Locator =>
+      texts.reduce((rows, text) => rows.filter({ hasText: text }), page.getByRole('row'));
+    const notice = page.getByRole('status').filter({ hasText: /\S/ }).first();
+
+    try {
+      await t.test('GET /portal answers the page with a strict CSP, nosniff and no referrer', async () => {
+        const response = await page.goto(`${origin}/portal`);
+        assert.equal(response?.status(), 200);
+        const headers = response!.headers();
+        assert.equal(
+          headers['content-security-policy'],
+          "default-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
+        );
+        assert.equal(headers['x-content-type-options'], 'nosniff');
+        assert.equal(headers['referrer-policy'], 'no-referrer');
+        assert.match(headers['content-type']!, /^text\/html; charset=utf-8$/);
+        assert.equal(await page.title(), 'Plant Store · Webhooks');
+      });
+
+      await t.test('a token without webhooks:read is told which scope it lacks', async () => {
+        await page.getByLabel('API token').fill(plantsOnly);
+        await page.getByRole('button', { name: 'Sign in' }).click();
+        await page.getByText('This token lacks the webhooks:read scope').waitFor();
+        assert.equal(await page.evaluate('sessionStorage.length'), 0, 'a refused token is not kept');
+      });
+
+      await t.test('signing in keeps the token in sessionStorage only', async () => {
+        await page.getByLabel('API token').fill(token);
+        await page.getByRole('button', { name: 'Sign in' }).click();
+        await page.getByText('No webhooks yet').waitFor();
+        assert.deepEqual(await page.evaluate('Object.values(sessionStorage)'), [token]);
+        assert.equal(await page.evaluate('localStorage.length'), 0);
+        assert.deepEqual(await context.cookies(), []);
+        assert.equal(await page.getByLabel('API token').isVisible(), false, 'the sign-in field is gone');
+      });
+
+      let secret = '';
+      await t.test(
+        'Add webhook shows the secret once, with a copy button; the XSS description stays text',
+        async () => {
+          await page.getByRole('button', { name: 'Add webhook' }).click();
+          const form = page.getByRole('dialog', { name: 'Add webhook' });
+          await form.getByLabel('URL').fill(receiver.url);
+          await form.getByLabel('Description').fill(XSS);
+          assert.ok(await form.getByRole('checkbox', { name: 'plant.created' }).isChecked());
+          await form.getByRole('button', { name: 'Create webhook' }).click();
+          const shown = page.getByRole('dialog', { name: 'Signing secret' });
+          await shown.getByText('This secret will not be shown again.').waitFor();
+          secret = await shown.getByLabel('Signing secret').inputValue();
+          assert.match(secret, /^whsec_[A-Za-z0-9+/=]{32,}$/);
+          await shown.getByRole('button', { name: 'Copy secret' }).click();
+          await shown.getByText('Copied to the clipboard.').waitFor();
+          assert.equal(await page.evaluate('navigator.clipboard.readText()'), secret);
+          await shown.getByRole('button', { name: 'Done' }).click();
+          receiver.secret = secret;
+
+          await webhookItem().getByText(XSS, { exact: true }).waitFor();
+          assert.equal(await page.evaluate("document.querySelectorAll('img').length"), 0, 'no element was made of it');
+          assert.match(await webhookItem().innerText(), /plant\.created, plant\.deleted/);
+          assert.match(await webhookItem().innerText(), /\bactive\b/);
+        },
+      );
+
+      await t.test('a plant created through the API appears on the live feed, exactly', async () => {
+        await page.getByText('Following: new events appear here as they happen.').waitFor();
+        await createPlant(`{"id":${BIG_ID},"name":"Monstera","tag":"tropical"}`);
+        const feed = page.getByRole('log', { name: 'Events, newest first' });
+        await feed.getByText(`{"id":${BIG_ID},"name":"Monstera","tag":"tropical"}`).waitFor();
+        assert.match(await feed.innerText(), /plant\.created #1 /);
+      });
+
+      await t.test('its delivery is shown, and opens to its attempts', async () => {
+        await deliveryRow('delivered', 'plant.created').waitFor();
+        await receiver.until((received) => received.some((r) => r.body.includes(BIG_ID) && r.verified));
+        await deliveryRow('delivered', 'plant.created').getByRole('button', { name: 'Show attempts' }).click();
+        const attempts = page.getByRole('table', { name: /^Attempts of delivery \d+, newest first$/ });
+        await attempts.waitFor();
+        const [attempt] = await attempts.getByRole('row').filter({ hasText: ' ms' }).allInnerTexts();
+        assert.match(String(attempt), /^1\t.+\t200\t\d+ ms\t—\t\s*\(empty\)$/);
+      });
+
+      await t.test('Ping sends a signed webhook.ping', async () => {
+        await webhookItem().getByRole('button', { name: 'Ping' }).click();
+        await deliveryRow('delivered', 'webhook.ping').waitFor();
+        await receiver.until((received) => received.some((r) => r.type === 'webhook.ping' && r.verified));
+      });
+
+      await t.test('Retry sends one delivery again, with the same webhook-id', async () => {
+        const first = receiver.received.find((r) => r.body.includes(BIG_ID))!;
+        await deliveryRow('delivered', 'plant.created').getByRole('button', { name: 'Retry' }).click();
+        await notice.getByText(/^Delivery \d+ is sent again\.$/).waitFor();
+        await receiver.until((received) => received.filter((r) => r.id === first.id).length === 2);
+      });
+
+      await t.test('a broken receiver fails the delivery; fixed, Recover sends it again', async () => {
+        receiver.respondWith(() => 500);
+        await createPlant('{"id":2,"name":"Fern"}');
+        await deliveryRow('failed', 'plant.created', '(last: HTTP 500)').waitFor();
+        await webhookItem()
+          .getByText(/^failing since .+ \((just now|1 minute ago)\)$/)
+          .waitFor();
+        receiver.respondWith(() => 200);
+        await page.getByRole('button', { name: 'Recover failed since…' }).click();
+        const recover = page.getByRole('dialog', { name: 'Recover failed deliveries' });
+        assert.match(await recover.getByLabel('Failed since').inputValue(), /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d$/);
+        await recover.getByRole('button', { name: 'Recover' }).click();
+        await notice.getByText('1 failed delivery is pending again.').waitFor();
+        await receiver.until((received) => received.some((r) => r.body === '{"id":2,"name":"Fern"}'));
+        await webhookItem()
+          .getByText(/^failing since/)
+          .waitFor({ state: 'detached' });
+      });
+
+      await t.test('Rotate secret shows the new one once; both sign during the overlap', async () => {
+        await webhookItem().getByRole('button', { name: 'Rotate secret' }).click();
+        const rotate = page.getByRole('dialog', { name: 'Rotate secret' });
+        await rotate.getByLabel('Old secret keeps signing for').selectOption({ label: '1 day' });
+        await rotate.getByRole('button', { name: 'Rotate secret' }).click();
+        const shown = page.getByRole('dialog', { name: 'Signing secret' });
+        await shown.getByText(/^The old secret keeps signing beside this one until /).waitFor();
+        const rotated = await shown.getByLabel('Signing secret').inputValue();
+        assert.match(rotated, /^whsec_/);
+        assert.notEqual(rotated, secret);
+        await shown.getByRole('button', { name: 'Done' }).click();
+
+        await createPlant('{"id":3,"name":"Cactus"}');
+        await receiver.until((received) => received.some((r) => r.body === '{"id":3,"name":"Cactus"}'));
+        const delivery = receiver.received.find((r) => r.body === '{"id":3,"name":"Cactus"}')!;
+        const headers = delivery.headers as Record<string, string>;
+        assert.equal(headers['webhook-signature']!.split(' ').length, 2, 'two signatures');
+        for (const key of [secret, rotated]) new Verifier(key).verify(delivery.body, headers); // throws when not
+      });
+
+      await t.test('Edit changes the description; Disable and Enable say so in words', async () => {
+        await webhookItem().getByRole('button', { name: 'Edit' }).click();
+        const form = page.getByRole('dialog', { name: 'Edit webhook' });
+        assert.equal(await form.getByLabel('Description').inputValue(), XSS);
+        await form.getByLabel('Description').fill('Greenhouse inventory sync');
+        await form.getByRole('button', { name: 'Save changes' }).click();
+        await webhookItem().getByText('Greenhouse inventory sync', { exact: true }).waitFor();
+        await webhookItem().getByRole('button', { name: 'Disable' }).click();
+        await webhookItem().getByText('disabled by you', { exact: true }).waitFor();
+        await webhookItem().getByRole('button', { name: 'Enable' }).click();
+        await webhookItem().getByText('active', { exact: true }).waitFor();
+      });
+
+      await t.test('an axe-core scan finds no serious or critical violation', async () => {
+        await page.evaluate(await readFile(AXE, 'utf8'));
+        const violations = (await page.evaluate(
+          "axe.run(document).then((r) => r.violations.map((v) => ({ id: v.id, impact: v.impact, nodes: v.nodes.map((n) => n.target.join(' ')) })))",
+        )) as Array<{ id: string; impact: string; nodes: string[] }>;
+        const serious = violations.filter((v) => v.impact === 'serious' || v.impact === 'critical');
+        assert.deepEqual(serious, []);
+        if (violations.length > 0) t.diagnostic(`minor axe findings: ${JSON.stringify(violations)}`);
+      });
+
+      await t.test('every control is reachable with the keyboard', async () => {
+        const controls = new Set((await page.evaluate(CONTROLS)) as string[]);
+        const reached = new Set<string>();
+        await page.evaluate('document.activeElement && document.activeElement.blur()');
+        const missing = (): string[] => [...controls].filter((control) => !reached.has(control));
+        for (let i = 0; i < controls.size * 2 + 10 && missing().length > 0; i++) {
+          await page.keyboard.press('Tab');
+          reached.add((await page.evaluate(FOCUSED)) as string);
+        }
+        assert.deepEqual(missing(), [], `reached: ${[...reached].join(', ')}`);
+      });
+    } finally {
+      // Also when a step failed: that is when the picture helps most.
+      await mkdir(dirname(SCREENSHOT), { recursive: true });
+      await page.screenshot({ path: SCREENSHOT, fullPage: true });
+      t.diagnostic(`screenshot of /portal: ${SCREENSHOT}`);
+    }
+
+    await t.test('Delete asks first, then removes the webhook', async () => {
+      await webhookItem().getByRole('button', { name: 'Delete' }).click();
+      const confirm = page.getByRole('dialog', { name: 'Delete webhook?' });
+      await confirm.getByRole('button', { name: 'Delete webhook' }).click();
+      await page.getByText('No webhooks yet').waitFor();
+    });
+
+    await t.test('Sign out forgets the token', async () => {
+      await page.getByRole('button', { name: 'Sign out' }).click();
+      await page.getByLabel('API token').waitFor();
+      assert.equal(await page.evaluate('sessionStorage.length'), 0);
+    });
+
+    await t.test('every request went to the server itself; no token in a URL, no script error, no alert', () => {
+      assert.deepEqual(refused, ['403 /webhooks'], 'the only refusal: the token without webhooks:read');
+      assert.ok(requests.length > 10, requests.join('\n'));
+      assert.deepEqual(
+        requests.filter((url) => new URL(url).origin !== origin),
+        [],
+      );
+      assert.deepEqual(
+        requests.filter((url) => url.includes(token) || url.includes(plantsOnly)),
+        [],
+      );
+      assert.deepEqual(consoleErrors, [], 'no script error, and no Content-Security-Policy violation');
+      assert.deepEqual(alerts, []);
+    });
+  },
+);
