@@ -7,6 +7,8 @@
 //   features        plants/ webhooks/ events/ transfer/
 //   infrastructure  http/ → auth/ → store/, redis.ts
 //   base            config.ts errors.ts tracing-hooks.ts knockouts.ts → wire/
+//
+// Beside them, src/portal/ is the subscribers' page: a browser program, apart from the server both ways.
 
 const WIRE = '^src/wire/';
 const BASE_FILES = '^src/(config|errors|tracing-hooks|knockouts)[.]ts$';
@@ -79,6 +81,22 @@ export default {
       `^src/system/|${FEATURES}|${INFRASTRUCTURE}|${BASE}`,
       'system/ (the operator surface) reports on the layers below it, and is composed by the app.',
     ),
+    {
+      name: 'portal-page',
+      comment:
+        'src/portal/ runs in the browser: it imports only its own modules, never the server (docs/architecture.md, "The portal page")',
+      severity: 'error',
+      from: { path: '^src/portal/' },
+      to: { path: '^src/', pathNot: '^src/portal/' },
+    },
+    {
+      name: 'not-to-portal-page',
+      comment:
+        'The server serves the built page (system/portal.routes.ts reads dist/portal/); no server module imports its source',
+      severity: 'error',
+      from: { path: '^src/', pathNot: '^src/portal/' },
+      to: { path: '^src/portal/' },
+    },
     {
       name: 'client-package',
       comment: '@plant-store/client is a package of its own: it never imports the service.',

@@ -47,12 +47,7 @@ export class Api {
     const url = /^https?:/.test(path) ? path : apiUrl(path);
     let response: Response;
     try {
-      response = await fetch(url, {
-        method,
-        headers,
-        body: body === undefined ? null : JSON.stringify(body),
-        cache: 'no-store',
-      });
+      response = await fetch(url, { method, headers, body: body === undefined ? null : JSON.stringify(body) });
     } catch {
       throw new ApiError(0, 'The server cannot be reached. Check your connection and try again.');
     }

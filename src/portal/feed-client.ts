@@ -66,7 +66,7 @@ export class FeedClient {
     if (this.parser.lastEventId !== '') headers['last-event-id'] = this.parser.lastEventId;
     let response: Response;
     try {
-      response = await (this.options.fetch ?? fetch)(url, { headers, signal: this.abort.signal, cache: 'no-store' });
+      response = await (this.options.fetch ?? fetch)(url, { headers, signal: this.abort.signal });
     } catch {
       return this.abort.signal.aborted ? undefined : { ms: retry(), why: 'the server cannot be reached' };
     }

@@ -130,7 +130,8 @@ test(
       await t.test('GET /portal answers the page with a strict CSP, nosniff and no referrer', async () => {
         const response = await page.goto(`${origin}/portal`);
         assert.equal(response?.status(), 200);
-        const headers = response!.headers();
+        assert.ok(response);
+        const headers = response.headers();
         assert.equal(
           headers['content-security-policy'],
           "default-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
@@ -270,22 +271,22 @@ test(
 
       await t.test('an axe-core scan finds no serious or critical violation', async () => {
         await page.evaluate(await readFile(AXE, 'utf8'));
-        const violations = (await page.evaluate(
+        const violations = await page.evaluate<Array<{ id: string; impact: string; nodes: string[] }>>(
           "axe.run(document).then((r) => r.violations.map((v) => ({ id: v.id, impact: v.impact, nodes: v.nodes.map((n) => n.target.join(' ')) })))",
-        )) as Array<{ id: string; impact: string; nodes: string[] }>;
+        );
         const serious = violations.filter((v) => v.impact === 'serious' || v.impact === 'critical');
         assert.deepEqual(serious, []);
         if (violations.length > 0) t.diagnostic(`minor axe findings: ${JSON.stringify(violations)}`);
       });
 
       await t.test('every control is reachable with the keyboard', async () => {
-        const controls = new Set((await page.evaluate(CONTROLS)) as string[]);
+        const controls = new Set(await page.evaluate<string[]>(CONTROLS));
         const reached = new Set<string>();
         await page.evaluate('document.activeElement && document.activeElement.blur()');
         const missing = (): string[] => [...controls].filter((control) => !reached.has(control));
         for (let i = 0; i < controls.size * 2 + 10 && missing().length > 0; i++) {
           await page.keyboard.press('Tab');
-          reached.add((await page.evaluate(FOCUSED)) as string);
+          reached.add(await page.evaluate<string>(FOCUSED));
         }
         assert.deepEqual(missing(), [], `reached: ${[...reached].join(', ')}`);
       });
