@@ -8,8 +8,8 @@ import { EventStreamParser, type StreamEvent } from './sse.js';
 export type FeedState =
   | { readonly kind: 'connecting' }
   | { readonly kind: 'open' }
-  /** Dropped (or refused for now): reconnecting after `ms`. */
-  | { readonly kind: 'waiting'; readonly ms: number; readonly why: string }
+  /** Dropped (or refused for now): reconnecting after `ms`; `gap` when events were lost (410). */
+  | { readonly kind: 'waiting'; readonly ms: number; readonly why: string; readonly gap?: boolean }
   /** Refused for good (the token, its scope, the request): a new start is needed. */
   | { readonly kind: 'stopped'; readonly why: string; readonly status: number };
 
@@ -58,7 +58,7 @@ export class FeedClient {
   }
 
   /** One connection, read to its end: how long to wait before the next, or undefined to stop. */
-  private async connect(): Promise<{ ms: number; why: string } | undefined> {
+  private async connect(): Promise<{ ms: number; why: string; gap?: boolean } | undefined> {
     const { token, url } = this.options;
     const retry = (): number => this.parser.retryMs ?? DEFAULT_RETRY_MS;
     this.options.onState({ kind: 'connecting' });
@@ -74,7 +74,7 @@ export class FeedClient {
       // The event to resume after is past the retention: follow from now on (the page says so).
       await response.body?.cancel();
       this.parser.lastEventId = '';
-      return { ms: 0, why: 'events were missed while away (older than the retention): following from now' };
+      return { ms: 0, why: 'the events since are past the retention', gap: true };
     }
     if (response.status === 429 || response.status >= 500) {
       await response.body?.cancel();

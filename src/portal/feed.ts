@@ -61,7 +61,13 @@ export class FeedPanel {
       lastEventId: this.lastEventId,
       onEvent: (event) => this.show(event),
       onState: (state) => {
-        if (this.client === client) this.state.textContent = stateWords(state);
+        if (this.client !== client) return;
+        this.state.textContent = stateWords(state);
+        if (state.kind === 'waiting' && state.gap === true) {
+          this.list.prepend(
+            h('li', { class: 'gap' }, 'Events were missed here (past the retention): following from now.'),
+          );
+        }
       },
     });
     this.client = client;

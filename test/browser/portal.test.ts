@@ -124,7 +124,8 @@ test(
     const webhookItem = (): Locator => page.getByRole('listitem', { name: receiver.url });
     const deliveryRow = (...texts: string[]): Locator =>
       texts.reduce((rows, text) => rows.filter({ hasText: text }), page.getByRole('row'));
-    const notice = page.getByRole('status').filter({ hasText: /\S/ }).first();
+    /** A sentence in one of the page's status lines (role status: read out politely). */
+    const said = (text: string | RegExp): Locator => page.getByRole('status').getByText(text);
 
     try {
       await t.test('GET /portal answers the page with a strict CSP, nosniff and no referrer', async () => {
@@ -213,7 +214,7 @@ test(
       await t.test('Retry sends one delivery again, with the same webhook-id', async () => {
         const first = receiver.received.find((r) => r.body.includes(BIG_ID))!;
         await deliveryRow('delivered', 'plant.created').getByRole('button', { name: 'Retry' }).click();
-        await notice.getByText(/^Delivery \d+ is sent again\.$/).waitFor();
+        await said(/^Delivery \d+ is sent again\.$/).waitFor();
         await receiver.until((received) => received.filter((r) => r.id === first.id).length === 2);
       });
 
@@ -229,7 +230,7 @@ test(
         const recover = page.getByRole('dialog', { name: 'Recover failed deliveries' });
         assert.match(await recover.getByLabel('Failed since').inputValue(), /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d$/);
         await recover.getByRole('button', { name: 'Recover' }).click();
-        await notice.getByText('1 failed delivery is pending again.').waitFor();
+        await said('1 failed delivery is pending again.').waitFor();
         await receiver.until((received) => received.some((r) => r.body === '{"id":2,"name":"Fern"}'));
         await webhookItem()
           .getByText(/^failing since/)

@@ -138,6 +138,10 @@ describe('FeedClient', () => {
     assert.equal(server.requests[0]!.headers['last-event-id'], '12');
     assert.equal(server.requests[1]!.headers['last-event-id'], undefined);
     assert.equal(feed.client.lastEventId, '90');
+    assert.deepEqual(
+      feed.states.find((state) => state.kind === 'waiting'),
+      { kind: 'waiting', ms: 0, why: 'the events since are past the retention', gap: true },
+    );
   });
 
   test('stops for good on 401 and 403, saying why, and does not reconnect', async (t) => {
