@@ -235,6 +235,16 @@ test(
         await webhookItem()
           .getByText(/^failing since/)
           .waitFor({ state: 'detached' });
+        // Its attempt log tells the story: three refusals, then the recovered delivery.
+        const fern = page.getByRole('row').filter({ has: page.getByRole('cell', { name: '2', exact: true }) });
+        await fern.filter({ hasText: 'delivered' }).waitFor();
+        await fern.getByRole('button', { name: 'Show attempts' }).click();
+        const log = page
+          .getByRole('table', { name: /^Attempts of delivery \d+, newest first$/ })
+          .filter({ hasText: '500' });
+        await log.getByRole('row').nth(4).waitFor();
+        const statuses = (await log.getByRole('row').allInnerTexts()).slice(1).map((row) => row.split('\t')[2]);
+        assert.deepEqual(statuses, ['200', '500', '500', '500']);
       });
 
       await t.test('Rotate secret shows the new one once; both sign during the overlap', async () => {
@@ -292,7 +302,8 @@ test(
         assert.deepEqual(missing(), [], `reached: ${[...reached].join(', ')}`);
       });
     } finally {
-      // Also when a step failed: that is when the picture helps most.
+      // Also when a step failed: that is when the picture helps most. No focus ring in it.
+      await page.evaluate('document.activeElement && document.activeElement.blur()');
       await mkdir(dirname(SCREENSHOT), { recursive: true });
       await page.screenshot({ path: SCREENSHOT, fullPage: true });
       t.diagnostic(`screenshot of /portal: ${SCREENSHOT}`);
