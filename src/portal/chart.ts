@@ -4,7 +4,7 @@ import type { Activity } from './shapes.js';
 // The last 24 h of a webhook's attempts as an SVG drawn here: a bar per hour, delivered below and
 // failed stacked above. 24 bars need no chart library (docs/decisions.md).
 
-const WIDTH = 480;
+const WIDTH = 720;
 const HEIGHT = 120;
 const AXIS = 18; // room for the hour labels below the bars
 const SLOT = WIDTH / 24;

@@ -127,7 +127,7 @@ export class DeliveriesPanel {
       ),
       h('td', {}, h('code', {}, delivery.type)),
       h('td', {}, delivery.eventId === null ? '—' : idText(delivery.eventId)),
-      h('td', {}, delivery.attempts, delivery.lastStatus !== null && ` (last: HTTP ${delivery.lastStatus})`),
+      h('td', {}, delivery.attempts, delivery.lastStatus !== null && ` (HTTP ${delivery.lastStatus})`),
       h('td', {}, next),
       h('td', {}, localTime(delivery.createdAt)),
       h(

@@ -221,7 +221,7 @@ test(
       await t.test('a broken receiver fails the delivery; fixed, Recover sends it again', async () => {
         receiver.respondWith(() => 500);
         await createPlant('{"id":2,"name":"Fern"}');
-        await deliveryRow('failed', 'plant.created', '(last: HTTP 500)').waitFor();
+        await deliveryRow('failed', 'plant.created', '(HTTP 500)').waitFor();
         await webhookItem()
           .getByText(/^failing since .+ \((just now|1 minute ago)\)$/)
           .waitFor();
@@ -267,6 +267,12 @@ test(
         for (const key of [secret, rotated]) new Verifier(key).verify(delivery.body, headers); // throws when not
       });
 
+      await t.test('the chart counts the last 24 hours of attempts: the three 500s are its failures', async () => {
+        await page.getByRole('button', { name: 'Refresh' }).click();
+        await page.getByRole('img', { name: /^Attempts in the last 24 hours: \d+ delivered, 3 failed$/ }).waitFor();
+        await page.getByText(/^Last 24 hours: \d+ delivered, 3 failed attempts\.$/).waitFor();
+      });
+
       await t.test('Edit changes the description; Disable and Enable say so in words', async () => {
         await webhookItem().getByRole('button', { name: 'Edit' }).click();
         const form = page.getByRole('dialog', { name: 'Edit webhook' });
@@ -291,11 +297,13 @@ test(
       });
 
       await t.test('every control is reachable with the keyboard', async () => {
-        const controls = new Set(await page.evaluate<string[]>(CONTROLS));
+        const all = await page.evaluate<string[]>(CONTROLS);
+        const controls = new Set(all);
         const reached = new Set<string>();
         await page.evaluate('document.activeElement && document.activeElement.blur()');
         const missing = (): string[] => [...controls].filter((control) => !reached.has(control));
-        for (let i = 0; i < controls.size * 2 + 10 && missing().length > 0; i++) {
+        // Twice round the page at most: Tab goes on from where focus last was, and wraps.
+        for (let i = 0; i < all.length * 2 + 10 && missing().length > 0; i++) {
           await page.keyboard.press('Tab');
           reached.add(await page.evaluate<string>(FOCUSED));
         }
@@ -308,6 +316,23 @@ test(
       await page.screenshot({ path: SCREENSHOT, fullPage: true });
       t.diagnostic(`screenshot of /portal: ${SCREENSHOT}`);
     }
+
+    await t.test('Older deliveries follows the Link header, Newer deliveries comes back', async () => {
+      // 4 deliveries so far (3 plants and the ping) and 17 more: 21, one more than a page.
+      for (let id = 100; id < 117; id++) await createPlant(`{"id":${id},"name":"Seedling ${id}"}`);
+      await receiver.until((received) => received.some((r) => r.body.includes('"id":116')));
+      const first = page
+        .getByRole('row')
+        .filter({ hasText: 'plant.created', has: page.getByRole('cell', { name: '1', exact: true }) });
+      await page.getByRole('button', { name: 'Older deliveries' }).click();
+      await first.waitFor();
+      const deliveries = page.getByRole('table', { name: 'Deliveries, newest first' });
+      assert.equal(await deliveries.getByRole('row').count(), 2, 'the heading and the oldest delivery');
+      assert.equal(await page.getByRole('button', { name: 'Older deliveries' }).isVisible(), false, 'the last page');
+      await page.getByRole('button', { name: 'Newer deliveries' }).click();
+      await first.waitFor({ state: 'detached' });
+      assert.equal(await page.getByRole('button', { name: 'Newer deliveries' }).isVisible(), false, 'the first page');
+    });
 
     await t.test('Delete asks first, then removes the webhook', async () => {
       await webhookItem().getByRole('button', { name: 'Delete' }).click();
