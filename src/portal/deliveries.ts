@@ -1,4 +1,4 @@
-import { ApiError, nextLink } from './api.js';
+import { nextLink } from './api.js';
 import { activityChart } from './chart.js';
 import { FormDialog } from './dialogs.js';
 import { button, byId, h, replaceKeepingFocus } from './dom.js';
@@ -84,24 +84,13 @@ export class DeliveriesPanel {
     if (activity !== undefined) this.showActivity(activity);
   }
 
-  /** GET …/activity; a server without it (before interface 1.3) leaves the chart out. */
-  private async activity(webhook: Webhook): Promise<Activity | null> {
-    try {
-      return (await this.page().api.get<Activity>(`webhooks/${encodeURIComponent(webhook.id)}/activity`)).body;
-    } catch (error) {
-      if (error instanceof ApiError && error.status === 404) return null;
-      throw error;
-    }
+  private async activity(webhook: Webhook): Promise<Activity> {
+    return (await this.page().api.get<Activity>(`webhooks/${encodeURIComponent(webhook.id)}/activity`)).body;
   }
 
-  private showActivity(activity: Activity | null): void {
+  private showActivity(activity: Activity): void {
     const chart = byId('activity', HTMLDivElement);
     const summary = byId('activity-summary', HTMLSpanElement);
-    if (activity === null) {
-      chart.replaceChildren();
-      summary.textContent = 'The chart of the last 24 hours is not available from this server.';
-      return;
-    }
     const delivered = activity.hours.reduce((sum, hour) => sum + hour.delivered, 0);
     const failed = activity.hours.reduce((sum, hour) => sum + hour.failed, 0);
     chart.replaceChildren(activityChart(activity));
