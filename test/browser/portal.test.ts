@@ -158,6 +158,9 @@ test(
         assert.equal(await page.evaluate('localStorage.length'), 0);
         assert.deepEqual(await context.cookies(), []);
         assert.equal(await page.getByLabel('API token').isVisible(), false, 'the sign-in field is gone');
+        await page.reload();
+        await page.getByText('No webhooks yet').waitFor();
+        assert.equal(await page.getByLabel('API token').isVisible(), false, 'a reload of the tab stays signed in');
       });
 
       let secret = '';
@@ -332,6 +335,20 @@ test(
       await page.getByRole('button', { name: 'Newer deliveries' }).click();
       await first.waitFor({ state: 'detached' });
       assert.equal(await page.getByRole('button', { name: 'Newer deliveries' }).isVisible(), false, 'the first page');
+    });
+
+    await t.test('the live feed keeps to the types chosen', async () => {
+      await page.getByRole('checkbox', { name: 'plant.created' }).uncheck();
+      await page.getByText('Following: new events appear here as they happen.').waitFor();
+      await createPlant('{"id":200,"name":"Orchid"}');
+      const gone = await callServer(server, token, 'DELETE', '/plants/200');
+      assert.equal(gone.status, 204);
+      const feed = page.getByRole('log', { name: 'Events, newest first' });
+      await feed.getByText('{"id":200}', { exact: true }).waitFor();
+      // The stream is in id order: had the creation not been filtered out, it would be there by now.
+      assert.equal(await feed.getByText('{"id":200,"name":"Orchid"}').count(), 0);
+      assert.ok(requests.some((url) => url === `${origin}/events?types=plant.deleted`));
+      await page.getByRole('checkbox', { name: 'plant.created' }).check();
     });
 
     await t.test('Delete asks first, then removes the webhook', async () => {
