@@ -60,6 +60,14 @@ const SQL = {
   holdEvents: `SELECT pg_advisory_xact_lock(${EVENT_ORDER_LOCK})`,
   findWebhook: `SELECT id FROM webhooks WHERE id = $1 AND ${OWNED}`,
   listDeliveries: 'SELECT * FROM deliveries WHERE webhook_id = $1 ORDER BY id DESC LIMIT $2',
+  // A later page (?before=) in one statement: the webhook's row (no row: not the owner's), joined
+  // to its deliveries below $3, newest first (one row of nulls: none left). `webhook_id = $1`, not
+  // `= w.id`: the planner then knows the webhook, and reads a rare one's through deliveries_webhook
+  // (webhook_id, id) instead of walking the primary key back through everyone's (15 ms against
+  // 0.2 ms for a webhook with 1 delivery in 1,000).
+  listBefore: `SELECT d.* FROM webhooks w LEFT JOIN LATERAL (
+      SELECT * FROM deliveries WHERE webhook_id = $1 AND id < $3 ORDER BY id DESC LIMIT $4) d ON true
+    WHERE w.id = $1 AND ($2::text IS NULL OR w.owner = $2)`,
   // The lease stays: a delivery in flight is not put in flight a second time.
   retryDelivery: `UPDATE deliveries SET status = 'pending', next_attempt_at = ${NOW}
     WHERE id = $1 AND webhook_id = $2 AND webhook_id IN (SELECT id FROM webhooks WHERE id = $2 AND ($3::text IS NULL OR owner = $3))
@@ -104,8 +112,8 @@ const SQL = {
       UPDATE deliveries SET status = $3, attempts = attempts + 1, last_status = $4, last_error = $5,
         next_attempt_at = CASE WHEN $3 = 'pending' THEN ${NOW} + $6 END, lease_until = NULL, lease_owner = NULL
       WHERE id = $1 AND lease_owner = $2 RETURNING id, webhook_id, attempts),
-    logged AS (INSERT INTO delivery_attempts (delivery_id, attempt, at, status, duration_ms, error, response)
-      SELECT id, attempts, ${NOW}, $4, $10, $5, $11 FROM d),
+    logged AS (INSERT INTO delivery_attempts (delivery_id, webhook_id, attempt, at, status, duration_ms, error, response)
+      SELECT id, webhook_id, attempts, ${NOW}, $4, $10, $5, $11 FROM d),
     w AS (UPDATE webhooks w SET
       failing_since = CASE WHEN $7 THEN NULL ELSE coalesce(w.failing_since, ${NOW}) END,
       status = CASE WHEN $8::text IS NOT NULL
@@ -129,8 +137,8 @@ const SQL = {
       FROM input WHERE deliveries.id = input.id AND deliveries.lease_owner = input.holder
       RETURNING deliveries.id, deliveries.webhook_id, deliveries.attempts, input.last_status, input.duration_ms,
         input.response),
-    logged AS (INSERT INTO delivery_attempts (delivery_id, attempt, at, status, duration_ms, error, response)
-      SELECT id, attempts, ${NOW}, last_status, duration_ms, NULL, response FROM d),
+    logged AS (INSERT INTO delivery_attempts (delivery_id, webhook_id, attempt, at, status, duration_ms, error, response)
+      SELECT id, webhook_id, attempts, ${NOW}, last_status, duration_ms, NULL, response FROM d),
     w AS (UPDATE webhooks SET failing_since = NULL
       WHERE id IN (SELECT webhook_id FROM d) AND failing_since IS NOT NULL)
     SELECT id FROM d`,
@@ -203,6 +211,21 @@ export class PostgresDeliveries {
     if ((await this.query(SQL.findWebhook, [webhookId, owner])).length === 0) return undefined;
     await this.query(SQL.fanOutAll, [], this.dispatch()); // none still owed
     return (await this.query(SQL.listDeliveries, [webhookId, limit])).map(toDelivery);
+  }
+
+  /**
+   * No fan-out first: a delivery made now takes an id from the sequence, above every id listed so
+   * far, so none can join the pages below `before`.
+   */
+  async listBefore(
+    webhookId: string,
+    owner: string | null,
+    limit: number,
+    before: bigint,
+  ): Promise<DeliveryRecord[] | undefined> {
+    const rows = await this.query(SQL.listBefore, [webhookId, owner, before, limit]);
+    if (rows.length === 0) return undefined;
+    return rows.filter((r) => r.id !== null).map(toDelivery);
   }
 
   async retryDelivery(webhookId: string, deliveryId: bigint, owner: string | null): Promise<boolean> {

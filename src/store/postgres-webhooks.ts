@@ -4,7 +4,9 @@ import { inTransaction } from './postgres-errors.js';
 import { type Row, queryRows, toDelivery, toWebhook } from './postgres-rows.js';
 import { DB_NOW_MS } from './postgres-statements.js';
 import {
+  type AttemptCounts,
   type AttemptRecord,
+  type AttemptSpan,
   type DeliveryRecord,
   type DisabledReason,
   type NewWebhookRecord,
@@ -61,6 +63,16 @@ const SQL = {
       WHERE d.id = $3 AND d.webhook_id = $1 AND ($2::text IS NULL OR w.owner = $2))
     SELECT a.attempt, a.at, a.status, a.duration_ms, a.error, a.response
     FROM d LEFT JOIN delivery_attempts a ON a.delivery_id = d.id ORDER BY a.attempt DESC`,
+  // GET /webhooks/{id}/activity in one statement: a first row (bucket -1) when the webhook is the
+  // owner's, then the counts of each bucket that had attempts, from delivery_attempts_webhook_at
+  // alone (this webhook's attempts of the span, the status included in the index).
+  countAttempts: `WITH w AS (SELECT id FROM webhooks WHERE id = $1 AND ${OWNED})
+    SELECT -1::bigint AS bucket, 0::bigint AS delivered, 0::bigint AS failed FROM w
+    UNION ALL
+    SELECT (at - $3::bigint) / $4::bigint, count(*) FILTER (WHERE status BETWEEN 200 AND 299),
+      count(*) FILTER (WHERE status IS NULL OR status NOT BETWEEN 200 AND 299)
+    FROM delivery_attempts WHERE webhook_id = (SELECT id FROM w) AND at >= $3 AND at < $5
+    GROUP BY 1`,
 } as const;
 
 export class PostgresWebhooks {
@@ -132,6 +144,15 @@ export class PostgresWebhooks {
   async recover(id: string, owner: string | null, since: number): Promise<number | undefined> {
     const row = (await this.query(SQL.recover, [id, owner, since]))[0]!;
     return Number(row.found) === 0 ? undefined : Number(row.n);
+  }
+
+  async countAttempts(id: string, owner: string | null, span: AttemptSpan): Promise<AttemptCounts[] | undefined> {
+    const until = span.from + span.bucketMs * span.buckets;
+    const rows = await this.query(SQL.countAttempts, [id, owner, span.from, span.bucketMs, until]);
+    if (rows.length === 0) return undefined;
+    return rows
+      .map((r) => ({ bucket: Number(r.bucket), delivered: Number(r.delivered), failed: Number(r.failed) }))
+      .filter((c) => c.bucket >= 0);
   }
 
   async attempts(webhookId: string, deliveryId: bigint, owner: string | null): Promise<AttemptRecord[] | undefined> {

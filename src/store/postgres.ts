@@ -10,8 +10,10 @@ import { PostgresTokens } from './postgres-tokens.js';
 import { PostgresEventWatch } from './postgres-watch.js';
 import { PostgresWebhooks } from './postgres-webhooks.js';
 import {
+  type AttemptCounts,
   type AttemptOutcome,
   type AttemptRecord,
+  type AttemptSpan,
   type AttemptRecorded,
   type BatchResult,
   type NewWebhookRecord,
@@ -189,8 +191,18 @@ export class PostgresStore implements Store {
     return this.webhooks.attempts(webhookId, deliveryId, owner);
   }
 
-  listDeliveries(webhookId: string, owner: string | null, limit: number): Promise<DeliveryRecord[] | undefined> {
+  listDeliveries(
+    webhookId: string,
+    owner: string | null,
+    limit: number,
+    before?: bigint,
+  ): Promise<DeliveryRecord[] | undefined> {
+    if (before !== undefined) return this.deliveries.listBefore(webhookId, owner, limit, before);
     return this.deliveries.listDeliveries(webhookId, owner, limit);
+  }
+
+  countAttempts(webhookId: string, owner: string | null, span: AttemptSpan): Promise<AttemptCounts[] | undefined> {
+    return this.webhooks.countAttempts(webhookId, owner, span);
   }
 
   retryDelivery(webhookId: string, deliveryId: bigint, owner: string | null): Promise<boolean> {

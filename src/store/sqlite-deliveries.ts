@@ -69,6 +69,10 @@ export function prepareDeliveryStatements(db: Database.Database) {
       WHERE e.id > ? AND e.id <= ? ORDER BY e.id, w.id`),
     findWebhook: q(`SELECT id FROM webhooks WHERE id = ? AND ${OWNED}`).pluck(),
     listDeliveries: q('SELECT * FROM deliveries WHERE webhook_id = ? ORDER BY id DESC LIMIT ?'),
+    // A later page (?before=): a range of deliveries_webhook (webhook_id, id), read backwards.
+    listBefore: q(
+      'SELECT * FROM deliveries INDEXED BY deliveries_webhook WHERE webhook_id = ? AND id < ? ORDER BY id DESC LIMIT ?',
+    ),
     // The lease stays: a delivery in flight is not put in flight a second time.
     retryDelivery: q(`UPDATE deliveries SET status = 'pending', next_attempt_at = ? WHERE id = ? AND webhook_id = ?`),
     activeWebhooks: q("SELECT id FROM webhooks WHERE status = 'active' ORDER BY id").pluck(),
@@ -92,10 +96,11 @@ export function prepareDeliveryStatements(db: Database.Database) {
       FROM deliveries d JOIN webhooks w ON w.id = d.webhook_id LEFT JOIN events e ON e.id = d.event_id
       WHERE d.id = ?`),
     record: q(`UPDATE deliveries SET status = ?, attempts = attempts + 1, last_status = ?, last_error = ?,
-      next_attempt_at = ?, lease_until = NULL, lease_owner = NULL WHERE id = ? AND lease_owner = ? RETURNING attempts`).pluck(),
-    logAttempt: q(`INSERT INTO delivery_attempts (delivery_id, attempt, at, status, duration_ms, error, response)
-      VALUES (?, ?, ?, ?, ?, ?, ?)`),
-    webhookOf: q('SELECT webhook_id FROM deliveries WHERE id = ?').pluck(),
+      next_attempt_at = ?, lease_until = NULL, lease_owner = NULL WHERE id = ? AND lease_owner = ?
+      RETURNING attempts, webhook_id`).raw(),
+    logAttempt:
+      q(`INSERT INTO delivery_attempts (delivery_id, webhook_id, attempt, at, status, duration_ms, error, response)
+      VALUES (?, ?, ?, ?, ?, ?, ?, ?)`),
     healthy: q('UPDATE webhooks SET failing_since = NULL WHERE id = ? AND failing_since IS NOT NULL'),
     failingSince: q("SELECT failing_since FROM webhooks WHERE id = ? AND status = 'active'").pluck(),
     failing: q('UPDATE webhooks SET failing_since = coalesce(failing_since, ?) WHERE id = ?'),
@@ -148,6 +153,15 @@ export class SqliteDeliveries {
     return (this.sql.listDeliveries.all(webhookId, limit) as DeliveryRow[]).map(toDelivery);
   }
 
+  /**
+   * A read: a page after the first needs no fan-out, as a delivery made now has an id above every
+   * one listed so far (AUTOINCREMENT), so none can join the pages below `before`.
+   */
+  listBefore(webhookId: string, owner: string | null, limit: number, before: bigint): DeliveryRecord[] | undefined {
+    if (this.sql.findWebhook.get(webhookId, owner, owner) === undefined) return undefined;
+    return (this.sql.listBefore.all(webhookId, before, limit) as DeliveryRow[]).map(toDelivery);
+  }
+
   retryDelivery(webhookId: string, deliveryId: bigint, owner: string | null): boolean {
     if (this.sql.findWebhook.get(webhookId, owner, owner) === undefined) return false;
     return this.sql.retryDelivery.run(this.now(), deliveryId, webhookId).changes === 1;
@@ -183,10 +197,11 @@ export class SqliteDeliveries {
   recordAttempt(id: bigint, holder: string, o: AttemptOutcome): AttemptRecorded {
     const now = this.now();
     const next = o.status === 'pending' ? now + (o.retryInMs ?? 0) : null;
-    const attempt = this.sql.record.get(o.status, o.lastStatus, o.lastError, next, id, holder) as bigint | undefined;
-    if (attempt === undefined) return false;
-    this.sql.logAttempt.run(id, attempt, now, o.lastStatus, o.durationMs, o.lastError, o.response);
-    const webhookId = this.sql.webhookOf.get(id) as string;
+    const recorded = this.sql.record.get(o.status, o.lastStatus, o.lastError, next, id, holder) as
+      [attempt: bigint, webhookId: string] | undefined;
+    if (recorded === undefined) return false;
+    const [attempt, webhookId] = recorded;
+    this.sql.logAttempt.run(id, webhookId, attempt, now, o.lastStatus, o.durationMs, o.lastError, o.response);
     let disabled = 0;
     if (o.healthy) this.sql.healthy.run(webhookId);
     else {

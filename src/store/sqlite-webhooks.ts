@@ -2,7 +2,9 @@ import type Database from 'better-sqlite3';
 import type { SqliteDeliveries } from './sqlite-deliveries.js';
 import { type DeliveryRow, type WebhookRow, toDelivery, toWebhook } from './sqlite-rows.js';
 import {
+  type AttemptCounts,
   type AttemptRecord,
+  type AttemptSpan,
   type DeliveryRecord,
   type DisabledReason,
   type NewWebhookRecord,
@@ -57,6 +59,16 @@ export function prepareWebhookStatements(db: Database.Database) {
     deliveryOf: q(`SELECT d.id FROM deliveries d JOIN webhooks w ON w.id = d.webhook_id
       WHERE d.id = ? AND d.webhook_id = ? AND (? IS NULL OR w.owner = ?)`).pluck(),
     attempts: q('SELECT * FROM delivery_attempts WHERE delivery_id = ? ORDER BY attempt DESC'),
+    // GET /webhooks/{id}/activity in one read: a first row (bucket -1) when the webhook is the
+    // owner's, then the counts of each bucket that had attempts, from delivery_attempts_webhook_at
+    // alone (a covering range: this webhook's attempts of the span, nothing else).
+    countAttempts: q(`WITH w AS (SELECT id FROM webhooks WHERE id = :id AND (:owner IS NULL OR owner = :owner))
+      SELECT -1, 0, 0 FROM w
+      UNION ALL
+      SELECT (at - :from) / :bucketMs, count(*) FILTER (WHERE status BETWEEN 200 AND 299),
+        count(*) FILTER (WHERE status IS NULL OR status NOT BETWEEN 200 AND 299)
+      FROM delivery_attempts WHERE webhook_id = (SELECT id FROM w) AND at >= :from AND at < :until
+      GROUP BY 1`).raw(),
   };
 }
 
@@ -143,6 +155,22 @@ export class SqliteWebhooks {
   recover(id: string, owner: string | null, since: number): number | undefined {
     if (this.find(id, owner) === undefined) return undefined;
     return this.sql.recover.run(this.now(), id, since).changes;
+  }
+
+  countAttempts(id: string, owner: string | null, span: AttemptSpan): AttemptCounts[] | undefined {
+    // Bigints: a JS number is bound as a REAL, and the bucket would be a fraction.
+    const from = BigInt(span.from);
+    const bucketMs = BigInt(span.bucketMs);
+    const until = from + bucketMs * BigInt(span.buckets);
+    const rows = this.sql.countAttempts.all({ id, owner, from, bucketMs, until }) as Array<[bigint, bigint, bigint]>;
+    if (rows.length === 0) return undefined;
+    return rows
+      .filter(([bucket]) => bucket >= 0n)
+      .map(([bucket, delivered, failed]) => ({
+        bucket: Number(bucket),
+        delivered: Number(delivered),
+        failed: Number(failed),
+      }));
   }
 
   attempts(webhookId: string, deliveryId: bigint, owner: string | null): AttemptRecord[] | undefined {

@@ -13,8 +13,10 @@ import {
   type BatchResult,
   type CreateResult,
   type PlantPage,
+  type AttemptCounts,
   type AttemptOutcome,
   type AttemptRecord,
+  type AttemptSpan,
   type AttemptRecorded,
   type ClaimedDelivery,
   type NewWebhookRecord,
@@ -239,9 +241,21 @@ export class SqliteStore implements Store {
     return Promise.resolve(unavailableWhenBusy(() => this.webhooks.attempts(webhookId, deliveryId, owner)));
   }
 
-  listDeliveries(webhookId: string, owner: string | null, limit: number): Promise<DeliveryRecord[] | undefined> {
+  listDeliveries(
+    webhookId: string,
+    owner: string | null,
+    limit: number,
+    before?: bigint,
+  ): Promise<DeliveryRecord[] | undefined> {
+    if (before !== undefined) {
+      return Promise.resolve(unavailableWhenBusy(() => this.deliveries.listBefore(webhookId, owner, limit, before)));
+    }
     // A write (the dispatcher's kind, not fsynced): the events still behind the cursor are fanned out first.
     return this.leases.run(() => this.deliveries.listDeliveries(webhookId, owner, limit));
+  }
+
+  countAttempts(webhookId: string, owner: string | null, span: AttemptSpan): Promise<AttemptCounts[] | undefined> {
+    return Promise.resolve(unavailableWhenBusy(() => this.webhooks.countAttempts(webhookId, owner, span)));
   }
 
   retryDelivery(webhookId: string, deliveryId: bigint, owner: string | null): Promise<boolean> {

@@ -210,6 +210,20 @@ export interface AttemptRecord {
   readonly response: string | null;
 }
 
+/** Consecutive buckets of time, of `bucketMs` each, from `from` (ms since the epoch). */
+export interface AttemptSpan {
+  readonly from: number;
+  readonly bucketMs: number;
+  readonly buckets: number;
+}
+
+/** How one bucket's attempts ended: `delivered`, answered 2xx; `failed`, every other (an HTTP error, no answer, refused). */
+export interface AttemptCounts {
+  readonly bucket: number;
+  readonly delivered: number;
+  readonly failed: number;
+}
+
 export type DeliveryStatus = 'pending' | 'delivered' | 'failed';
 
 export interface DeliveryRecord {
@@ -299,8 +313,23 @@ export interface WebhookStore {
   recoverDeliveries(id: string, owner: string | null, since: number): Promise<number | undefined>;
   /** A delivery's attempts, newest first; undefined when there is no such delivery of this webhook of this owner. */
   listAttempts(webhookId: string, deliveryId: bigint, owner: string | null): Promise<AttemptRecord[] | undefined>;
-  /** Newest first; undefined when there is no such webhook of this owner. */
-  listDeliveries(webhookId: string, owner: string | null, limit: number): Promise<DeliveryRecord[] | undefined>;
+  /**
+   * Newest first, at most `limit`; with `before`, only the deliveries whose id is below it (the
+   * next page, read from the index on (webhook_id, id)). Undefined when there is no such webhook
+   * of this owner.
+   */
+  listDeliveries(
+    webhookId: string,
+    owner: string | null,
+    limit: number,
+    before?: bigint,
+  ): Promise<DeliveryRecord[] | undefined>;
+  /**
+   * The webhook's attempts that ended in [from, from + buckets × bucketMs), counted by the bucket
+   * of `bucketMs` they fell in (0: the first), one aggregate read; only the buckets with any
+   * attempt. Undefined when there is no such webhook of this owner.
+   */
+  countAttempts(webhookId: string, owner: string | null, span: AttemptSpan): Promise<AttemptCounts[] | undefined>;
   /** Pending again and due now (same webhook-id); false when there is no such delivery. */
   retryDelivery(webhookId: string, deliveryId: bigint, owner: string | null): Promise<boolean>;
   /**

@@ -130,14 +130,39 @@ export const RecoveredSchema = Type.Object(
 );
 
 export const DeliveryParams = Type.Object({ id: WebhookId, deliveryId: int64([EXAMPLE_DELIVERY_ID]) });
+/** `limit` on GET /webhooks/{id}/deliveries. */
+export const DELIVERIES_LIMIT = { min: 1, max: 1000, default: 100 } as const;
+
 export const DeliveriesQuery = Type.Object({
   limit: Type.Optional(
     Type.Integer({
-      minimum: 1,
-      maximum: 1000,
-      default: 100,
+      minimum: DELIVERIES_LIMIT.min,
+      maximum: DELIVERIES_LIMIT.max,
+      default: DELIVERIES_LIMIT.default,
       description: 'how many deliveries, newest first',
       examples: [10],
     }),
   ),
+  // An int64 as every id of this API: decimal text in the query, never through a JS number.
+  before: Type.Optional(
+    Type.Unsafe<bigint>({
+      type: 'integer',
+      format: 'int64',
+      description:
+        'a delivery id: only the deliveries with a smaller id, newest first (the next page, as the `Link` header of the page before gives it)',
+      examples: [PING_EXAMPLE.id],
+    }),
+  ),
 });
+
+/** RFC 8288: the next page starts below the last delivery of this one. */
+export const nextDeliveriesLink = (webhookId: string, limit: number, before: bigint): string =>
+  `</webhooks/${encodeURIComponent(webhookId)}/deliveries?limit=${limit}&before=${before}>; rel="next"`;
+
+/** The `Link` header of GET /webhooks/{id}/deliveries, as the OpenAPI document describes it. */
+export const DELIVERIES_LINK = {
+  description:
+    'RFC 8288 link to the next page, present when older deliveries follow: `</webhooks/{id}/deliveries?limit=…&before=<last id of this page>>; rel="next"`',
+  schema: { type: 'string' },
+  example: nextDeliveriesLink(EXAMPLE_WEBHOOK.id, 1, BigInt(EXAMPLE_DELIVERY_ID)),
+};

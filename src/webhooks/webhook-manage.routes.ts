@@ -3,6 +3,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Type from 'typebox';
 import { requireJson } from '../http/json-body.js';
 import { errorResponses } from '../http/responses.js';
+import { ActivitySchema } from './activity.schema.js';
 import {
   AttemptSchema,
   DeliveryParams,
@@ -126,5 +127,23 @@ export function webhookManageRoutes(app: FastifyInstance, service: WebhookServic
       config: { scope: 'webhooks:read' },
     },
     (request) => service.attempts(request.principal.subject, request.params.id, request.params.deliveryId),
+  );
+
+  api.get(
+    '/webhooks/:id/activity',
+    {
+      schema: {
+        operationId: 'getWebhookActivity',
+        summary: "A webhook's last 24 hours",
+        description:
+          "Its attempts (its deliveries' and its pings') in each of the last 24 hours, oldest first, whole UTC hours, the last one the hour under way: `delivered` when the receiver answered 2xx, `failed` for every other attempt (another status, no answer, a refused address). What a chart of recent deliveries shows.",
+        tags,
+        security,
+        params: WebhookIdParams,
+        response: { 200: ActivitySchema, ...errorResponses(400, 404, ...common) },
+      },
+      config: { scope: 'webhooks:read' },
+    },
+    (request) => service.activity(request.principal.subject, request.params.id),
   );
 }

@@ -1,5 +1,6 @@
 import type { ApiPart, Json } from '../http/openapi.js';
 import { EXAMPLE_PLANT } from '../wire/schemas.js';
+import { ActivitySchema } from './activity.schema.js';
 import { AttemptSchema, DeliverySchema } from './delivery.schema.js';
 import {
   CreatedWebhookSchema,
@@ -113,6 +114,7 @@ export const WEBHOOKS_API: ApiPart = {
     ['WebhookPatch', WebhookPatchSchema],
     ['RotatedWebhook', RotatedWebhookSchema],
     ['DeliveryAttempt', AttemptSchema],
+    ['WebhookActivity', ActivitySchema],
   ],
   webhooks: CALLBACKS,
 };

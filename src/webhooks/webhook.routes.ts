@@ -2,7 +2,14 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import Type from 'typebox';
 import { requireJson } from '../http/json-body.js';
 import { errorResponses } from '../http/responses.js';
-import { DeliveriesQuery, DeliveryParams, DeliverySchema } from './delivery.schema.js';
+import {
+  DELIVERIES_LIMIT,
+  DELIVERIES_LINK,
+  DeliveriesQuery,
+  DeliveryParams,
+  DeliverySchema,
+  nextDeliveriesLink,
+} from './delivery.schema.js';
 import { webhookManageRoutes } from './webhook-manage.routes.js';
 import { CreatedWebhookSchema, NewWebhookSchema, WebhookIdParams, WebhookSchema } from './webhook.schema.js';
 import type { WebhookService } from './webhook.service.js';
@@ -86,16 +93,24 @@ export function webhookRoutes(service: WebhookService): FastifyPluginAsyncTypebo
         schema: {
           operationId: 'listDeliveries',
           summary: "A webhook's deliveries",
-          description: 'Newest first: each event sent (or to be sent) to this webhook, with its attempts.',
+          description:
+            'Newest first: each event sent (or to be sent) to this webhook, with its attempts. When older deliveries follow, a `Link: <…>; rel="next"` header points at the next page (`?before=` the last id of this one).',
           tags,
           security,
           params: WebhookIdParams,
           querystring: DeliveriesQuery,
+          'x-response-headers': { Link: DELIVERIES_LINK },
           response: { 200: Type.Array(DeliverySchema), ...errorResponses(400, 404, ...common) },
         },
         config: { scope: 'webhooks:read' },
       },
-      (request) => service.deliveries(request.principal.subject, request.params.id, request.query.limit ?? 100),
+      async (request, reply) => {
+        const { id } = request.params;
+        const { limit = DELIVERIES_LIMIT.default, before } = request.query;
+        const page = await service.deliveryPage(request.principal.subject, id, limit, before);
+        if (page.next !== undefined) void reply.header('link', nextDeliveriesLink(id, limit, page.next));
+        return page.deliveries;
+      },
     );
 
     app.post(

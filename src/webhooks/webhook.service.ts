@@ -15,6 +15,7 @@ import {
   type WebhookPatch,
   type WebhookRecord,
 } from '../store/store.js';
+import { type ActivityBody, activityBody, activitySpan } from './activity.schema.js';
 import { allowPrivateHint, checkWebhookUrl } from './address-policy.js';
 import type { AttemptBody, DeliveryBody, PingDeliveryBody } from './delivery.schema.js';
 import { logDisabled } from './disabled-log.js';
@@ -94,6 +95,12 @@ function checkDescription(text: string | undefined): string | undefined {
 
 /** The default overlap of two secrets after a rotation: one day (CONTRACT.md 1.2.0). */
 export const DEFAULT_OVERLAP_SECONDS = 86_400;
+
+export interface DeliveryPage {
+  readonly deliveries: DeliveryBody[];
+  /** Where the next page starts (its `before`); undefined on the last page. */
+  readonly next: bigint | undefined;
+}
 
 export interface NewWebhook {
   readonly owner: string;
@@ -232,9 +239,28 @@ export class WebhookService {
   }
 
   async deliveries(owner: string | null, id: string, limit: number): Promise<DeliveryBody[]> {
-    const found = await this.store.listDeliveries(id, owner, limit);
+    return (await this.deliveryPage(owner, id, limit)).deliveries;
+  }
+
+  /**
+   * A page of deliveries, newest first: the first, or those below `before`. `next`: the `before`
+   * of the page after it (the last id of this one), when older deliveries follow. One more than
+   * `limit` is read to know, in the same read.
+   */
+  async deliveryPage(owner: string | null, id: string, limit: number, before?: bigint): Promise<DeliveryPage> {
+    const found = await this.store.listDeliveries(id, owner, limit + 1, before);
     if (found === undefined) throw notFound(id);
-    return found.map(deliveryBody);
+    const page = found.slice(0, limit);
+    return { deliveries: page.map(deliveryBody), next: found.length > limit ? page.at(-1)?.id : undefined };
+  }
+
+  /** GET /webhooks/{id}/activity: the hours end with the one under way by this service's clock. */
+  async activity(owner: string | null, id: string): Promise<ActivityBody> {
+    const now = this.clock();
+    const span = activitySpan(now);
+    const counts = await this.store.countAttempts(id, owner, span);
+    if (counts === undefined) throw notFound(id);
+    return activityBody(span, now, counts);
   }
 
   async retry(owner: string | null, id: string, deliveryId: bigint): Promise<void> {

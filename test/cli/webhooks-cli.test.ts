@@ -227,9 +227,10 @@ test('webhooks ping, recover and attempts: a pending ping, failed deliveries req
   // What a dispatcher would have recorded: one failed attempt of the ping.
   const db = new Database(env.DATABASE_URL!.slice('sqlite:'.length));
   db.prepare("UPDATE deliveries SET status = 'failed', attempts = 1, created_at = 1000, next_attempt_at = NULL").run();
-  db.prepare("INSERT INTO delivery_attempts VALUES (?, 1, 1740821405412, NULL, 12, 'connection refused', NULL)").run(
-    pingId,
-  );
+  db.prepare(
+    `INSERT INTO delivery_attempts (delivery_id, webhook_id, attempt, at, status, duration_ms, error, response)
+    VALUES (?, ?, 1, 1740821405412, NULL, 12, 'connection refused', NULL)`,
+  ).run(pingId, id);
   db.close();
   const attempts = await runCli(['webhooks', 'attempts', id, pingId], env);
   assert.equal(attempts.code, 0, attempts.stderr);

@@ -160,6 +160,7 @@ test('the webhook examples name one webhook and one delivery throughout', async 
     'pingWebhook',
     'recoverDeliveries',
     'listDeliveryAttempts',
+    'getWebhookActivity',
   ]) {
     const id = byId(document, operationId).parameters!.find((p) => p.name === 'id');
     assert.equal(id?.example, webhookId, `${operationId}: the id example is the created webhook's`);

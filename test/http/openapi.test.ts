@@ -131,6 +131,50 @@ test('the OpenAPI document lists every status each operation sends, errors with 
   assert.equal(at(document, 'paths', '/plants/{id}', 'delete', 'responses', '204').content, undefined);
 });
 
+test("the deliveries' pages and a webhook's activity are documented: before an int64, the Link header, WebhookActivity named", async (t) => {
+  const { document, close } = await openapi();
+  t.after(close);
+  const list = at(document, 'paths', '/webhooks/{id}/deliveries', 'get');
+  const before = (list.parameters as Json[]).find((p) => p.name === 'before');
+  assert.ok(before, 'a before parameter');
+  assert.deepEqual(
+    [before.in, before.required, at(before, 'schema').type, at(before, 'schema').format],
+    ['query', false, 'integer', 'int64'],
+  );
+  const link = at(list, 'responses', '200', 'headers', 'Link');
+  assert.match(String(link.description), /RFC 8288/);
+  assert.match(String(link.example), /^<\/webhooks\/wh_\w+\/deliveries\?limit=\d+&before=\d+>; rel="next"$/);
+
+  const activity = at(document, 'paths', '/webhooks/{id}/activity', 'get');
+  assert.equal(activity.operationId, 'getWebhookActivity');
+  assert.match(String(activity.description), /`webhooks:read`/);
+  assert.deepEqual(at(activity, 'responses', '200', 'content', 'application/json', 'schema'), {
+    $ref: '#/components/schemas/WebhookActivity',
+  });
+  assert.deepEqual(Object.keys(at(activity, 'responses')), [
+    '200',
+    '400',
+    '401',
+    '403',
+    '404',
+    '408',
+    '429',
+    '431',
+    '500',
+    '503',
+  ]);
+  const schema = at(document, 'components', 'schemas', 'WebhookActivity');
+  assert.ok(String(schema.description).length > 0);
+  assert.deepEqual([...(schema.required as string[])].sort(), ['from', 'hours', 'to']);
+  const hours = at(schema, 'properties', 'hours');
+  assert.deepEqual([hours.minItems, hours.maxItems], [24, 24]);
+  const hour = at(hours, 'items');
+  assert.deepEqual([...(hour.required as string[])].sort(), ['delivered', 'failed', 'start']);
+  for (const name of ['start', 'delivered', 'failed']) {
+    assert.ok(String(at(hour, 'properties', name).description).length > 0, `${name} has a description`);
+  }
+});
+
 test('GET /docs serves an HTML page without a token whose scripts and styles are all local', async (t) => {
   const h = await makeApp();
   t.after(() => h.close());

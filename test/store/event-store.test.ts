@@ -1073,4 +1073,68 @@ for (const engine of engines) {
       },
     );
   });
+
+  describe(`${engine.name}: a webhook's history (issue 27)`, () => {
+    withStore('listDeliveries below an id: newest first, at most limit; undefined for another owner', async (h) => {
+      const { store } = h;
+      await store.createWebhook(webhook('wh-1', 'alice'), 20);
+      await store.createWebhook(webhook('wh-2', 'alice'), 20);
+      for (let i = 1n; i <= 5n; i++) await store.createPlant(plant(i, 'alice'));
+      const all = (await deliveriesOf(store, 'wh-1')).map((d) => d.id);
+      assert.equal(all.length, 5);
+      const below = async (before: bigint, limit = 2, owner: string | null = 'alice') =>
+        (await store.listDeliveries('wh-1', owner, limit, before))?.map((d) => d.id);
+      assert.deepEqual(await below(all[1]!), all.slice(2, 4), "wh-1's only, below the id, newest first");
+      assert.deepEqual(await below(all[4]!), []);
+      assert.deepEqual(await below(MAX, 10, null), all);
+      assert.equal(await below(MAX, 10, 'bob'), undefined);
+      assert.equal(await store.listDeliveries('wh-9', null, 10, MAX), undefined);
+    });
+
+    withStore(
+      'countAttempts: every recorded attempt counts for its webhook, in its bucket of [from, from + buckets × bucketMs)',
+      async (h) => {
+        const { store } = h;
+        await store.createWebhook(webhook('wh-1', 'alice'), 20);
+        await store.createWebhook(webhook('wh-2', 'bob'), 20);
+        for (let i = 1n; i <= 4n; i++) await store.createPlant(plant(i, 'alice'));
+        await store.createPlant(plant(5n, 'bob'));
+        const claimed = await claim(store, 'h');
+        const [d1, ...others] = claimed.filter((d) => d.webhook.id === 'wh-1').sort(byId);
+        const bobs = claimed.find((d) => d.webhook.id === 'wh-2')!;
+        assert.equal(others.length, 3);
+        // A 503 then a 200 for d1; the others delivered together (on PostgreSQL, one batched statement).
+        assert.equal(await store.recordAttempt(d1!.id, 'h', retryIn(0)), true);
+        await Promise.all([...others, bobs].map((d) => store.recordAttempt(d.id, 'h', delivered)));
+        const [again] = await claim(store, 'h');
+        assert.equal(await store.recordAttempt(again!.id, 'h', delivered), true);
+
+        const everything = { from: 0, bucketMs: 4 * Date.now(), buckets: 1 };
+        assert.deepEqual(await store.countAttempts('wh-1', 'alice', everything), [
+          { bucket: 0, delivered: 4, failed: 1 },
+        ]);
+        assert.deepEqual(await store.countAttempts('wh-2', null, everything), [{ bucket: 0, delivered: 1, failed: 0 }]);
+
+        // The attempts put at known times: from 1000, two buckets of 1000 ms.
+        const at = async (d: ClaimedDelivery, attempt: number, ms: number) =>
+          h.sql(`UPDATE delivery_attempts SET at = ${ms} WHERE delivery_id = ${d.id} AND attempt = ${attempt}`);
+        await at(d1!, 1, 1000); // the 503, at the very start: bucket 0
+        await at(d1!, 2, 999); // before the span
+        await at(others[0]!, 1, 1999); // bucket 0
+        await at(others[1]!, 1, 2000); // bucket 1
+        await at(others[2]!, 1, 3000); // the end is not in the span
+        const span = { from: 1000, bucketMs: 1000, buckets: 2 };
+        assert.deepEqual(
+          (await store.countAttempts('wh-1', 'alice', span))?.sort((a, b) => a.bucket - b.bucket),
+          [
+            { bucket: 0, delivered: 1, failed: 1 },
+            { bucket: 1, delivered: 1, failed: 0 },
+          ],
+        );
+        assert.deepEqual(await store.countAttempts('wh-2', 'bob', span), [], 'found, and nothing in the span');
+        assert.equal(await store.countAttempts('wh-1', 'bob', span), undefined, "another owner's: no such webhook");
+        assert.equal(await store.countAttempts('wh-9', null, span), undefined);
+      },
+    );
+  });
 }

@@ -76,11 +76,47 @@ test('migration 4 maps the disabled reasons version 2 stored to gone, failing; a
     ('gone', 'alice', false, 'https://hooks.example/1', 'plant.created', 'disabled', 's', 1, 5, 'the receiver answered 410 Gone'),
     ('failing', 'alice', false, 'https://hooks.example/1', 'plant.created', 'disabled', 's', 1, 5, 'every attempt failed for 5 days'),
     ('active', 'alice', false, 'https://hooks.example/1', 'plant.created', 'active', 's', 1, 7, NULL)`);
-  assert.deepEqual(await store.migrate(), [4]);
+  assert.deepEqual(await store.migrate(), [4, 5]);
   const hooks = await store.listWebhooks(null);
   assert.deepEqual(hooks.map((w) => [w.id, w.status, w.disabledReason, w.failingSince, w.description]).sort(), [
     ['active', 'active', null, 7, ''],
     ['failing', 'disabled', 'failing', 5, ''],
     ['gone', 'disabled', 'gone', 5, ''],
   ]);
+});
+
+test("migration 5 names each logged attempt's webhook, so that the attempts of version 4 count in its activity", async (t) => {
+  const scratch = await scratchSchema();
+  const client = new pg.Client({ connectionString: scratch.url });
+  await client.connect();
+  const store = openPostgres(scratch.url, { poolSize: 2 });
+  t.after(async () => {
+    await store.close();
+    await client.end();
+    await scratch.drop();
+  });
+  await client.query(
+    'CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)',
+  );
+  for (const m of postgresMigrations.filter((m) => m.version <= 4)) {
+    await client.query(m.sql);
+    await client.query('INSERT INTO schema_migrations VALUES ($1, $2, $3)', [m.version, m.name, Date.now()]);
+  }
+  const hour = 3_600_000;
+  await client.query(`INSERT INTO webhooks (id, owner, all_plants, url, events, status, secret, created_at) VALUES
+      ('wh-1', 'alice', false, 'https://hooks.example/1', 'plant.created', 'active', 's', 1),
+      ('wh-2', 'alice', false, 'https://hooks.example/2', 'plant.created', 'active', 's', 1)`);
+  await client.query(`INSERT INTO deliveries (id, webhook_id, event_id, type, status, attempts, created_at) VALUES
+      (1, 'wh-1', 1, 'plant.created', 'delivered', 2, ${hour}), (2, 'wh-2', 1, 'plant.created', 'delivered', 1, ${hour})`);
+  await client.query(`INSERT INTO delivery_attempts VALUES (1, 1, ${hour + 5}, 503, 4, 'the receiver answered 503', NULL),
+      (1, 2, ${2 * hour + 5}, 204, 4, NULL, ''), (2, 1, ${hour + 9}, 200, 4, NULL, '')`);
+  assert.deepEqual(await store.migrate(), [5]);
+  assert.deepEqual(await store.countAttempts('wh-1', 'alice', { from: hour, bucketMs: hour, buckets: 2 }), [
+    { bucket: 0, delivered: 0, failed: 1 },
+    { bucket: 1, delivered: 1, failed: 0 },
+  ]);
+  assert.deepEqual(await store.countAttempts('wh-2', null, { from: hour, bucketMs: hour, buckets: 1 }), [
+    { bucket: 0, delivered: 1, failed: 0 },
+  ]);
+  assert.equal(await store.countAttempts('wh-2', 'bob', { from: hour, bucketMs: hour, buckets: 1 }), undefined);
 });

@@ -28,7 +28,7 @@ test('a SQLite file is opened in WAL mode with synchronous=FULL, its folder crea
         .prepare('SELECT version FROM schema_migrations')
         .all()
         .map((r) => (r as { version: number }).version),
-      [1, 2, 3, 4, 5],
+      [1, 2, 3, 4, 5, 6],
     );
   } finally {
     db.close();
@@ -69,7 +69,7 @@ test('migration 3 starts the delivery cursor at the newest event: what version 2
   db.close();
   const store = openSqlite(path);
   t.after(() => store.close());
-  assert.deepEqual(await store.migrate(), [3, 4, 5]);
+  assert.deepEqual(await store.migrate(), [3, 4, 5, 6]);
   await store.createPlant({ id: 2n, owner: 'alice', name: 'b', tag: null });
   const deliveries = await store.listDeliveries('wh-1', 'alice', 10);
   assert.deepEqual(
@@ -97,11 +97,43 @@ test('migration 4 maps the disabled reasons version 2 stored to gone, failing; a
   db.close();
   const store = openSqlite(path);
   t.after(() => store.close());
-  assert.deepEqual(await store.migrate(), [4, 5]);
+  assert.deepEqual(await store.migrate(), [4, 5, 6]);
   const hooks = await store.listWebhooks(null);
   assert.deepEqual(hooks.map((w) => [w.id, w.status, w.disabledReason, w.failingSince, w.description]).sort(), [
     ['active', 'active', null, 7, ''],
     ['failing', 'disabled', 'failing', 5, ''],
     ['gone', 'disabled', 'gone', 5, ''],
   ]);
+});
+
+test("migration 6 names each logged attempt's webhook, so that the attempts of version 5 count in its activity", async (t) => {
+  const path = join(dir, 'upgrade-6.db');
+  const db = new Database(path);
+  db.exec(
+    'CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL) STRICT',
+  );
+  for (const m of sqliteMigrations.filter((m) => m.version <= 5)) {
+    db.exec(m.sql);
+    db.prepare('INSERT INTO schema_migrations VALUES (?, ?, ?)').run(m.version, m.name, Date.now());
+  }
+  const hour = 3_600_000;
+  db.exec(`INSERT INTO webhooks (id, owner, all_plants, url, events, status, secret, created_at)
+      VALUES ('wh-1', 'alice', 0, 'https://hooks.example/1', 'plant.created', 'active', 's', 1),
+             ('wh-2', 'alice', 0, 'https://hooks.example/2', 'plant.created', 'active', 's', 1);
+    INSERT INTO deliveries (webhook_id, event_id, type, status, attempts, created_at) VALUES
+      ('wh-1', 1, 'plant.created', 'delivered', 2, ${hour}), ('wh-2', 1, 'plant.created', 'delivered', 1, ${hour});
+    INSERT INTO delivery_attempts VALUES (1, 1, ${hour + 5}, 503, 4, 'the receiver answered 503', NULL),
+      (1, 2, ${2 * hour + 5}, 204, 4, NULL, ''), (2, 1, ${hour + 9}, 200, 4, NULL, '');`);
+  db.close();
+  const store = openSqlite(path);
+  t.after(() => store.close());
+  assert.deepEqual(await store.migrate(), [6]);
+  assert.deepEqual(await store.countAttempts('wh-1', 'alice', { from: hour, bucketMs: hour, buckets: 2 }), [
+    { bucket: 0, delivered: 0, failed: 1 },
+    { bucket: 1, delivered: 1, failed: 0 },
+  ]);
+  assert.deepEqual(await store.countAttempts('wh-2', null, { from: hour, bucketMs: hour, buckets: 1 }), [
+    { bucket: 0, delivered: 1, failed: 0 },
+  ]);
+  assert.equal(await store.countAttempts('wh-2', 'bob', { from: hour, bucketMs: hour, buckets: 1 }), undefined);
 });

@@ -433,6 +433,16 @@ describe('the /webhooks API needs a token with the webhooks scopes', () => {
       call: (token) => deliveries(h, token, webhookId),
     },
     {
+      name: 'GET /webhooks/{id}/deliveries?before=',
+      scope: 'webhooks:read',
+      call: (token) => deliveries(h, token, webhookId, `?before=${deliveryId}`),
+    },
+    {
+      name: 'GET /webhooks/{id}/activity',
+      scope: 'webhooks:read',
+      call: (token) => h.call(token, { method: 'GET', url: `/webhooks/${webhookId}/activity` }),
+    },
+    {
       name: 'POST /webhooks/{id}/deliveries/{deliveryId}/retry',
       scope: 'webhooks:write',
       call: (token) => retry(h, token, webhookId, deliveryId),

@@ -76,7 +76,7 @@ export class PlantStoreClient {
   readonly #timeoutMs: number;
   readonly #fetch: typeof fetch;
   readonly #onRetry: ((event: RetryEvent) => void) | undefined;
-  /** The webhook calls: create, list, update, delete, rotateSecret, ping, recover, enable, deliveries … */
+  /** The webhook calls: create, list, update, delete, rotateSecret, ping, recover, enable, deliveries, activity … */
   readonly webhooks: Webhooks;
 
   constructor(options: PlantStoreClientOptions) {

@@ -105,9 +105,11 @@ export const OPERATIONS = {
     method: 'GET',
     path: '/webhooks/{id}/deliveries',
     params: ['id'],
-    query: ['limit'],
+    query: ['limit', 'before'],
     success: 200,
     response: 'Delivery[]',
+    // The next page (older deliveries) is found through this header, as for the plants.
+    headers: ['Link'],
   },
   retryDelivery: {
     method: 'POST',
@@ -121,6 +123,13 @@ export const OPERATIONS = {
     params: ['id', 'deliveryId'],
     success: 200,
     response: 'DeliveryAttempt[]',
+  },
+  getWebhookActivity: {
+    method: 'GET',
+    path: '/webhooks/{id}/activity',
+    params: ['id'],
+    success: 200,
+    response: 'WebhookActivity',
   },
 } as const;
 

@@ -33,11 +33,13 @@ export {
   type PingDelivery,
   type Recovered,
   type Webhook,
+  type WebhookActivity,
+  type WebhookActivityHour,
   type WebhookPatch,
   type WebhookStatus,
   type WebhookWithSecret,
 } from './webhook-contract.js';
-export type { Webhooks, DeliveriesOptions, RecoverOptions, RotateOptions } from './webhooks.js';
+export type { Webhooks, DeliveriesOptions, DeliveriesPage, RecoverOptions, RotateOptions } from './webhooks.js';
 export { PlantStoreError, PlantStoreNetworkError } from './errors.js';
 export { INT64_MAX, INT64_MIN, type Int64, isInt64, toInt64 } from './int64.js';
 export { DEFAULT_RETRY_POLICY, RETRY_STATUSES, type RetryPolicy } from './retry.js';

@@ -76,6 +76,17 @@ export const WEBHOOK_SHAPES = {
   },
   Recover: { since: time },
   Recovered: { requeued: { type: 'integer', required: true } },
+  // `hours` holds WebhookActivityHour items (the server declares them inline, inside WebhookActivity).
+  WebhookActivity: {
+    from: time,
+    to: time,
+    hours: { type: 'array', items: { type: 'object' }, required: true },
+  },
+  WebhookActivityHour: {
+    start: time,
+    delivered: { type: 'integer', required: true },
+    failed: { type: 'integer', required: true },
+  },
 } as const satisfies Record<string, ObjectShape>;
 
 export type WebhookStatus = (typeof WEBHOOK_STATUSES)[number];
@@ -159,6 +170,26 @@ export interface DeliveryAttempt {
   response: string | null;
 }
 
+/** One hour of a webhook's attempts, by how they ended. */
+export interface WebhookActivityHour {
+  /** RFC 3339, UTC: when the hour starts (a whole UTC hour). */
+  start: string;
+  /** Attempts the receiver answered with a 2xx status. */
+  delivered: number;
+  /** Every other attempt: another status, no answer, a refused address. */
+  failed: number;
+}
+
+/** A webhook's attempts (its deliveries' and its pings') of the last 24 hours. */
+export interface WebhookActivity {
+  /** RFC 3339, UTC: when the first hour starts. */
+  from: string;
+  /** RFC 3339, UTC: now, by the server; the last hour is the one under way. */
+  to: string;
+  /** 24 hours, oldest first. */
+  hours: WebhookActivityHour[];
+}
+
 export interface Recovered {
   /** How many failed deliveries are pending again. */
   requeued: number;
@@ -178,4 +209,6 @@ type _WebhookShapesMatchTypes = [
   Assert<Equal<DeliveryAttempt, Read<typeof WEBHOOK_SHAPES.DeliveryAttempt>>>,
   Assert<Equal<Recovered, Read<typeof WEBHOOK_SHAPES.Recovered>>>,
   Assert<Equal<{ overlapSeconds?: number }, Read<typeof WEBHOOK_SHAPES.RotateSecret>>>,
+  Assert<Equal<Omit<WebhookActivity, 'hours'>, Omit<Read<typeof WEBHOOK_SHAPES.WebhookActivity>, 'hours'>>>,
+  Assert<Equal<WebhookActivityHour, Read<typeof WEBHOOK_SHAPES.WebhookActivityHour>>>,
 ];

@@ -2,6 +2,7 @@ import type { OPERATIONS } from './contract.js';
 import { EVENT_TYPES } from './contract.js';
 import { parseExactJson } from './exact-json.js';
 import { toInt64, type Int64 } from './int64.js';
+import { nextLinkTarget } from './link.js';
 import { type ObjectShape, isRecord, readShaped } from './shape.js';
 import {
   DELIVERY_LIMIT,
@@ -13,6 +14,8 @@ import {
   type PingDelivery,
   type Recovered,
   type Webhook,
+  type WebhookActivity,
+  type WebhookActivityHour,
   type WebhookPatch,
   type WebhookWithSecret,
 } from './webhook-contract.js';
@@ -30,6 +33,7 @@ type WebhookPath = (typeof OPERATIONS)[
   | 'listDeliveries'
   | 'retryDelivery'
   | 'listDeliveryAttempts'
+  | 'getWebhookActivity'
   | 'deleteWebhook']['path'];
 
 /** The path of a call on one webhook (and one of its deliveries): the id encoded, the delivery id exact. */
@@ -63,14 +67,26 @@ export function rotateJson(overlapSeconds: number | undefined): string {
   return JSON.stringify(overlapSeconds === undefined ? {} : { overlapSeconds });
 }
 
-export function deliveriesQuery(limit: number | undefined): URLSearchParams {
+export function deliveriesQuery(limit: number | undefined, before?: Int64): URLSearchParams {
   const query = new URLSearchParams();
-  if (limit === undefined) return query;
-  if (!(Number.isInteger(limit) && limit >= DELIVERY_LIMIT.min && limit <= DELIVERY_LIMIT.max)) {
-    throw new RangeError(`limit must be an integer from ${DELIVERY_LIMIT.min} to ${DELIVERY_LIMIT.max}`);
+  if (limit !== undefined) {
+    if (!(Number.isInteger(limit) && limit >= DELIVERY_LIMIT.min && limit <= DELIVERY_LIMIT.max)) {
+      throw new RangeError(`limit must be an integer from ${DELIVERY_LIMIT.min} to ${DELIVERY_LIMIT.max}`);
+    }
+    query.set('limit', String(limit));
   }
-  query.set('limit', String(limit));
+  if (before !== undefined) query.set('before', toInt64(before).toString());
   return query;
+}
+
+/** The `before` of the next page, from `Link: rel="next"`; undefined on the last page. */
+export function nextBefore(answer: Answer): bigint | undefined {
+  const target = nextLinkTarget(answer.headers.get('link'));
+  if (target === undefined) return undefined;
+  const before = new URL(target, 'http://link.invalid/').searchParams.get('before');
+  if (before === null || !/^-?[0-9]{1,19}$/.test(before))
+    return unexpected(answer, 'its Link rel="next" has no before');
+  return BigInt(before);
 }
 
 function body(answer: Answer): unknown {
@@ -116,6 +132,19 @@ export const readDeliveries = (answer: Answer): Delivery[] =>
 
 export const readAttempts = (answer: Answer): DeliveryAttempt[] =>
   many(answer, 'attempts').map((item) => one(answer, item, WEBHOOK_SHAPES.DeliveryAttempt, 'DeliveryAttempt'));
+
+export function readActivity(answer: Answer): WebhookActivity {
+  const activity = one<Omit<WebhookActivity, 'hours'> & { hours: unknown[] }>(
+    answer,
+    body(answer),
+    WEBHOOK_SHAPES.WebhookActivity,
+    'WebhookActivity',
+  );
+  const hours = activity.hours.map((hour) =>
+    one<WebhookActivityHour>(answer, hour, WEBHOOK_SHAPES.WebhookActivityHour, 'WebhookActivityHour'),
+  );
+  return { ...activity, hours };
+}
 
 export const readRecovered = (answer: Answer): Recovered =>
   one(answer, body(answer), WEBHOOK_SHAPES.Recovered, 'Recovered');

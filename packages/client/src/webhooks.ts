@@ -7,11 +7,14 @@ import type {
   PingDelivery,
   Recovered,
   Webhook,
+  WebhookActivity,
   WebhookPatch,
   WebhookWithSecret,
 } from './webhook-contract.js';
 import {
   deliveriesQuery,
+  nextBefore,
+  readActivity,
   readAttempts,
   readDeliveries,
   readPing,
@@ -39,6 +42,15 @@ export interface RecoverOptions extends CallOptions {
 export interface DeliveriesOptions extends CallOptions {
   /** The newest this many, 1 to 1000 (the server's default: 100). */
   limit?: number;
+  /** Only the deliveries with a smaller id: the page after the one whose last id this is (int64). */
+  before?: Int64;
+}
+
+export interface DeliveriesPage {
+  /** Newest first, ids exact. */
+  readonly deliveries: Delivery[];
+  /** The `before` of the next page (the last id of this one), or undefined on the last page. */
+  readonly next: bigint | undefined;
 }
 
 /**
@@ -112,11 +124,26 @@ export class Webhooks {
     return readWebhook(await this.#call('enableWebhook', path, undefined, options));
   }
 
-  /** GET /webhooks/{id}/deliveries: the newest deliveries first, ids exact. */
+  /** GET /webhooks/{id}/deliveries: the newest deliveries first (below `before` when given), ids exact. */
   async deliveries(id: string, options: DeliveriesOptions = {}): Promise<Delivery[]> {
-    const query = deliveriesQuery(options.limit);
+    return (await this.deliveriesPage(id, options)).deliveries;
+  }
+
+  /**
+   * GET /webhooks/{id}/deliveries: one page, and where the next one starts (`Link: rel="next"`).
+   * Pass `next` as `before` for the page after, until it is undefined.
+   */
+  async deliveriesPage(id: string, options: DeliveriesOptions = {}): Promise<DeliveriesPage> {
+    const query = deliveriesQuery(options.limit, options.before);
     const path = webhookPath(OPERATIONS.listDeliveries.path, id);
-    return readDeliveries(await this.#call('listDeliveries', path, undefined, options, query));
+    const answer = await this.#call('listDeliveries', path, undefined, options, query);
+    return { deliveries: readDeliveries(answer), next: nextBefore(answer) };
+  }
+
+  /** GET /webhooks/{id}/activity: its attempts of the last 24 hours, by the hour, oldest first. */
+  async activity(id: string, options: CallOptions = {}): Promise<WebhookActivity> {
+    const path = webhookPath(OPERATIONS.getWebhookActivity.path, id);
+    return readActivity(await this.#call('getWebhookActivity', path, undefined, options));
   }
 
   /** POST /webhooks/{id}/deliveries/{deliveryId}/retry: sent again at once, with the same `webhook-id`. */

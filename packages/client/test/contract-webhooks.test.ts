@@ -21,7 +21,7 @@ const WEBHOOK_OPERATIONS = (Object.keys(OPERATIONS) as Array<keyof typeof OPERAT
 );
 
 test('the webhook operations take the path parameters, query and bodies the client sends', () => {
-  assert.equal(WEBHOOK_OPERATIONS.length, 11);
+  assert.equal(WEBHOOK_OPERATIONS.length, 12);
   for (const id of WEBHOOK_OPERATIONS) {
     const op = OPERATIONS[id] as { params?: readonly string[]; query?: readonly string[]; body?: string };
     const inPath = parameters(id).filter((p) => p.in === 'path');
@@ -61,6 +61,12 @@ test('the webhook operations take the path parameters, query and bodies the clie
     { type: limit.type, minimum: limit.minimum, maximum: limit.maximum, default: limit.default },
     { type: 'integer', minimum: DELIVERY_LIMIT.min, maximum: DELIVERY_LIMIT.max, default: DELIVERY_LIMIT.default },
   );
+  // `before` is a delivery id: an int64, which the client writes digit for digit.
+  const beforeParam = at(
+    parameters('listDeliveries').find((p) => p.name === 'before'),
+    'schema',
+  );
+  assert.deepEqual({ type: beforeParam.type, format: beforeParam.format }, { type: 'integer', format: 'int64' });
 });
 
 test('what the client sends for each webhook call fits the document: a documented operation, query and body', async () => {
@@ -76,6 +82,8 @@ test('what the client sends for each webhook call fits the document: a documente
   await client.webhooks.recover(id, { since: new Date(0) });
   await client.webhooks.enable(id);
   await client.webhooks.deliveries(id, { limit: 5 });
+  await client.webhooks.deliveriesPage(id, { limit: 1, before: ping.id });
+  await client.webhooks.activity(id);
   await client.webhooks.retryDelivery(id, ping.id);
   await client.webhooks.attempts(id, ping.id);
   await client.webhooks.delete(id);

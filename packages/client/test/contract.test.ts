@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { EVENT_SHAPES } from '../src/contract.js';
+import { WEBHOOK_SHAPES } from '../src/webhook-contract.js';
 import { EVENT_LIMIT, EVENT_TYPES, LIMIT, OPERATIONS, PlantStoreClient, RETRY_STATUSES } from '../src/index.js';
 import { COMPONENTS, type Json, assertBody, assertShape, at, lookups, ref, served } from './openapi-document.js';
 import { type TestServer, recordingFetch } from './support.js';
@@ -56,6 +57,7 @@ test('each operation has exactly the one success status the client expects, with
   }
   assert.ok(at(operation('findPlants'), 'responses', '200', 'headers', 'Link'), 'the next page comes in a Link header');
   assert.ok(at(operation('streamEvents'), 'responses', '200', 'headers', 'Link'), 'so does the next page of events');
+  assert.ok(at(operation('listDeliveries'), 'responses', '200', 'headers', 'Link'), 'and of deliveries');
 });
 
 test('every failure status is documented with the Error body the client reads its message from', () => {
@@ -146,11 +148,17 @@ test("the schemas of components.schemas have exactly the fields, types, values a
     'Plant',
     'RotatedWebhook',
     'Webhook',
+    'WebhookActivity',
     'WebhookPatch',
   ]);
   for (const [name, shape] of Object.entries(COMPONENTS)) {
     assertShape(name, at(document, 'components', 'schemas', name), shape);
   }
+  assertShape(
+    'WebhookActivity.hours items',
+    at(document, 'components', 'schemas', 'WebhookActivity', 'properties', 'hours', 'items'),
+    WEBHOOK_SHAPES.WebhookActivityHour,
+  );
 });
 
 test('what the client puts on the wire fits the document: each request a documented operation, parameter and body', async () => {

@@ -34,9 +34,13 @@ export const lookups = (document: () => Json) => {
   return { operation, parameters };
 };
 
-/** Shapes the server declares inline, under their operation, rather than in components.schemas. */
+/**
+ * Shapes the server declares inline, under their operation (or, for WebhookActivityHour, as the
+ * items of WebhookActivity.hours), rather than in components.schemas.
+ */
 export const INLINE: Readonly<Record<string, ObjectShape>> = {
   PingDelivery: WEBHOOK_SHAPES.PingDelivery,
+  WebhookActivityHour: WEBHOOK_SHAPES.WebhookActivityHour,
   Recovered: WEBHOOK_SHAPES.Recovered,
   RotateSecret: WEBHOOK_SHAPES.RotateSecret,
   Recover: WEBHOOK_SHAPES.Recover,

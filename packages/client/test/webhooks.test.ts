@@ -145,6 +145,31 @@ test('a plant event is delivered and listed with its exact event id; retryDelive
   assert.equal((await c.webhooks.attempts(id, delivery!.id)).length, 2);
 });
 
+test('deliveriesPage walks the deliveries newest first by Link, ids beyond 2^62 exact; activity counts their attempts by the hour', async () => {
+  const c = await client('wh-pages');
+  const { id } = await c.webhooks.create({ url: receiver.url, events: ['plant.created'] });
+  for (const plant of [1n, 2n, 3n]) await c.create({ id: 7_700_000n + plant, name: `Page ${plant}` });
+  const all = await settled(c, id, 'delivered');
+  assert.equal(all.length, 3);
+
+  const first = await c.webhooks.deliveriesPage(id, { limit: 2 });
+  assert.deepEqual(first.deliveries, all.slice(0, 2));
+  assert.equal(first.next, all[1]!.id);
+  exact(first.next);
+  const last = await c.webhooks.deliveriesPage(id, { limit: 2, before: first.next });
+  assert.deepEqual(last, { deliveries: all.slice(2), next: undefined });
+  assert.deepEqual(await c.webhooks.deliveries(id, { before: String(all[0]!.id) }), all.slice(1), 'before as text');
+
+  const activity = await c.webhooks.activity(id);
+  assert.equal(activity.hours.length, 24);
+  assert.match(activity.from, RFC3339);
+  assert.match(activity.to, RFC3339);
+  assert.equal(activity.hours[0]!.start, activity.from);
+  for (const hour of activity.hours) assert.match(hour.start, RFC3339);
+  const total = activity.hours.reduce((n, hour) => n + hour.delivered, 0);
+  assert.deepEqual([total, activity.hours.reduce((n, hour) => n + hour.failed, 0)], [3, 0]);
+});
+
 test('rotateSecret answers a new secret that verifies what follows; with overlap 0 the old one no longer does', async () => {
   const c = await client('wh-rotate');
   const created = await c.webhooks.create({ url: receiver.url });
@@ -219,6 +244,8 @@ test('refusals are PlantStoreErrors: 400, 404 for another subject’s webhook, 4
     () => bob.webhooks.recover(id, { since: new Date(0) }),
     () => bob.webhooks.enable(id),
     () => bob.webhooks.deliveries(id),
+    () => bob.webhooks.deliveriesPage(id, { before: FROM + 1n }),
+    () => bob.webhooks.activity(id),
     () => bob.webhooks.retryDelivery(id, FROM + 1n),
     () => bob.webhooks.attempts(id, FROM + 1n),
   ]) {
@@ -245,6 +272,9 @@ test('bad arguments are refused before anything is sent', async () => {
   const sent = (): string[] => recorded.sent.map((s) => s.url.href);
   await assert.rejects(c.webhooks.deliveries('wh_x', { limit: 0 }), RangeError);
   await assert.rejects(c.webhooks.deliveries('wh_x', { limit: 1001 }), RangeError);
+  await assert.rejects(c.webhooks.deliveriesPage('wh_x', { before: 2n ** 63n }), RangeError);
+  await assert.rejects(c.webhooks.deliveriesPage('wh_x', { before: 1.5 as unknown as bigint }), TypeError);
+  await assert.rejects(c.webhooks.activity(''), TypeError);
   await assert.rejects(c.webhooks.attempts('wh_x', 5 as unknown as bigint), TypeError);
   await assert.rejects(c.webhooks.retryDelivery('wh_x', 2n ** 63n), RangeError);
   await assert.rejects(c.webhooks.recover('wh_x', { since: new Date(Number.NaN) }), RangeError);

@@ -128,4 +128,19 @@ export const postgresMigrations: readonly Migration[] = [
       );
     `,
   },
+  {
+    version: 5,
+    name: "a webhook's attempts by time",
+    sql: `
+      -- GET /webhooks/{id}/activity counts a webhook's attempts of the last 24 hours by the hour:
+      -- through this index it reads those attempts alone, however many deliveries the webhook had
+      -- (through deliveries_webhook it would read every delivery kept, 7 days of them, one lookup each).
+      -- Every row written from now on names its webhook; those written before get it from their delivery.
+      ALTER TABLE delivery_attempts ADD COLUMN webhook_id TEXT NOT NULL DEFAULT '';
+      UPDATE delivery_attempts a SET webhook_id = d.webhook_id FROM deliveries d WHERE d.id = a.delivery_id;
+      -- No default from here on: a write that forgets the webhook fails instead of counting nowhere.
+      ALTER TABLE delivery_attempts ALTER COLUMN webhook_id DROP DEFAULT;
+      CREATE INDEX delivery_attempts_webhook_at ON delivery_attempts (webhook_id, at) INCLUDE (status);
+    `,
+  },
 ];

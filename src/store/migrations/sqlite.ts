@@ -137,4 +137,18 @@ export const sqliteMigrations: readonly Migration[] = [
       DROP INDEX IF EXISTS events_created_at;
     `,
   },
+  {
+    version: 6,
+    name: "a webhook's attempts by time",
+    sql: `
+      -- GET /webhooks/{id}/activity counts a webhook's attempts of the last 24 hours by the hour:
+      -- through this index it reads those attempts alone, however many deliveries the webhook had
+      -- (through deliveries_webhook it would read every delivery kept, 7 days of them, one lookup each).
+      -- Every row written from now on names its webhook; those written before get it from their delivery.
+      ALTER TABLE delivery_attempts ADD COLUMN webhook_id TEXT NOT NULL DEFAULT '';
+      UPDATE delivery_attempts SET webhook_id = coalesce(
+        (SELECT d.webhook_id FROM deliveries d WHERE d.id = delivery_attempts.delivery_id), '');
+      CREATE INDEX delivery_attempts_webhook_at ON delivery_attempts (webhook_id, at, status);
+    `,
+  },
 ];
