@@ -14,11 +14,17 @@ function closeOnCancel(dialog: HTMLDialogElement): void {
 }
 
 /**
+ * What a form dialog does when sent; what it answers, if anything, runs once the dialog has
+ * closed (a secret's dialog opens then, so that focus goes to it and not back to the page).
+ */
+export type DialogAction = () => Promise<void | (() => void)>;
+
+/**
  * A dialog with a form: sending it runs the current action; the dialog closes once the action
  * succeeds, and says why not when it fails (the form keeps what was typed).
  */
 export class FormDialog {
-  private action: (() => Promise<void>) | undefined;
+  private action: DialogAction | undefined;
   private readonly form: HTMLFormElement;
   private readonly problem: HTMLElement;
 
@@ -35,7 +41,7 @@ export class FormDialog {
     closeOnCancel(dialog);
   }
 
-  open(action: () => Promise<void>): void {
+  open(action: DialogAction): void {
     this.action = action;
     this.problem.textContent = '';
     this.dialog.showModal();
@@ -45,8 +51,9 @@ export class FormDialog {
     const buttons = [...this.form.querySelectorAll('button')];
     for (const button of buttons) button.disabled = true;
     try {
-      await this.action?.();
+      const then = await this.action?.();
       this.dialog.close();
+      if (then) then();
     } catch (error) {
       this.problem.textContent = messageOf(error);
     } finally {

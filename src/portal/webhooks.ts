@@ -127,7 +127,7 @@ export class WebhooksPanel {
       this.selectedId = body.id;
       this.page().notify(`Added ${body.url}.`);
       this.page().refresh();
-      this.secrets.show(body.secret, '');
+      return () => this.secrets.show(body.secret, '');
     });
   }
 
@@ -152,12 +152,11 @@ export class WebhooksPanel {
       const { body } = await this.page().api.send<WithSecret>('POST', path(webhook, '/secret'), { overlapSeconds });
       const until = localTime(new Date(Date.now() + overlapSeconds * 1000).toISOString());
       this.page().notify(`Rotated the secret of ${webhook.url}.`);
-      this.secrets.show(
-        body.secret,
+      const overlap =
         overlapSeconds === 0
           ? 'The old secret no longer signs: only this one does.'
-          : `The old secret keeps signing beside this one until ${until}.`,
-      );
+          : `The old secret keeps signing beside this one until ${until}.`;
+      return () => this.secrets.show(body.secret, overlap);
     });
   }
 

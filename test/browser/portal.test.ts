@@ -176,6 +176,8 @@ test(
           const shown = page.getByRole('dialog', { name: 'Signing secret' });
           await shown.getByText('This secret will not be shown again.').waitFor();
           secret = await shown.getByLabel('Signing secret').inputValue();
+          const focused = await page.evaluate("document.activeElement?.labels?.[0]?.textContent ?? ''");
+          assert.equal(focused, 'Signing secret', 'keyboard focus is on the secret, in its dialog');
           assert.match(secret, /^whsec_[A-Za-z0-9+/=]{32,}$/);
           await shown.getByRole('button', { name: 'Copy secret' }).click();
           await shown.getByText('Copied to the clipboard.').waitFor();
