@@ -6,18 +6,12 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { chromium } from 'playwright-core';
 import { runCli, startServer } from '../process.js';
+import { CHROMIUM, MISSING, launchLocalOnly, skip } from './chromium.js';
 
 // CORS_ORIGINS in a real browser (issue 15): a page from another origin (the same host, another
 // port) uses the API with fetch; a page from an origin not on the list is refused by the browser.
 // Every connection stays on 127.0.0.1.
-
-const CHROMIUM = '/usr/bin/chromium';
-const MISSING =
-  `this test drives Chromium at ${CHROMIUM}, which is missing: install it with \`apt-get install chromium\` ` +
-  "(Debian's package; playwright-core's own browser download is not used)";
-const skip = !existsSync(CHROMIUM) && process.env.CI !== 'true' ? MISSING : false;
 
 // The browser app, plain JavaScript that the page loads: each call answers what its script could
 // read. (Functions handed to page.evaluate would be rewritten by tsx with helpers the page lacks.)
@@ -186,19 +180,7 @@ test(
     const alice = await token(env, 'alice');
     const bob = await token(env, 'bob');
 
-    const browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      headless: true,
-      // Nothing but 127.0.0.1: every host name fails to resolve, and nothing runs in the background.
-      args: [
-        '--headless',
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-background-networking',
-        '--disable-component-update',
-        '--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1',
-      ],
-    });
+    const browser = await launchLocalOnly();
     cleanups.push(() => browser.close());
     const context = await browser.newContext();
     // Observed, not intercepted: with page.route or context.route, Playwright answers CORS preflights

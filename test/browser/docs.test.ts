@@ -7,9 +7,8 @@ import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { type Locator, type Page, chromium } from 'playwright-core';
 import { runCli, startServer } from '../process.js';
+import { CHROMIUM, MISSING, skip } from './chromium.js';
 
-// Debian's Chromium: playwright-core's own browser download does not work on these machines.
-const CHROMIUM = '/usr/bin/chromium';
 const SCREENSHOT = fileURLToPath(new URL('../../test-output/docs.png', import.meta.url));
 const FAVICON = fileURLToPath(new URL('../../assets/favicon.svg', import.meta.url));
 const FASTIFY_LOGO = fileURLToPath(new URL('../../node_modules/@fastify/swagger-ui/static/logo.svg', import.meta.url));
@@ -53,13 +52,6 @@ async function tryItOut(block: Locator): Promise<{ status: string; body: string;
     url: (await block.locator('.request-url pre').innerText()).trim(),
   };
 }
-
-const MISSING =
-  `this test drives Chromium at ${CHROMIUM}, which is missing: install it with \`apt-get install chromium\` ` +
-  "(Debian's package; playwright-core's own browser download is not used)";
-// CI (which installs Chromium when missing) must run it; on a laptop without Chromium, `npm test`
-// still passes and this test is reported as skipped, with the reason.
-const skip = !existsSync(CHROMIUM) && process.env.CI !== 'true' ? MISSING : false;
 
 test('GET /docs in headless Chromium', { timeout: 90_000, skip }, async (t) => {
   assert.ok(existsSync(CHROMIUM), MISSING);

@@ -5,20 +5,16 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { type Locator, type Page, chromium } from 'playwright-core';
+import type { Locator, Page } from 'playwright-core';
 import { Webhook as Verifier } from 'standardwebhooks';
 import { Receiver } from '../e2e/webhook-receiver.js';
 import { callServer, runCli, startServer } from '../process.js';
+import { CHROMIUM, MISSING, launchLocalOnly, skip } from './chromium.js';
 
 // Issue 27, point 8: the subscribers' page at /portal, driven in Debian's Chromium as a person
 // would, by role and accessible name (no CSS selector), against one server and a receiver on
 // 127.0.0.1. One browser, one server: the steps run in order on one page.
 
-const CHROMIUM = '/usr/bin/chromium';
-const MISSING =
-  `this test drives Chromium at ${CHROMIUM}, which is missing: install it with \`apt-get install chromium\` ` +
-  "(Debian's package; playwright-core's own browser download is not used)";
-const skip = !existsSync(CHROMIUM) && process.env.CI !== 'true' ? MISSING : false;
 const SCREENSHOT = fileURLToPath(new URL('../../test-output/portal.png', import.meta.url));
 const AXE = fileURLToPath(new URL('../../node_modules/axe-core/axe.min.js', import.meta.url));
 
@@ -81,19 +77,7 @@ test(
       assert.equal(r.status, 200, r.text);
     };
 
-    const browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      headless: true,
-      // Nothing but 127.0.0.1: every host name fails to resolve, and nothing runs in the background.
-      args: [
-        '--headless',
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-background-networking',
-        '--disable-component-update',
-        '--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1',
-      ],
-    });
+    const browser = await launchLocalOnly();
     cleanups.push(() => browser.close());
     const context = await browser.newContext({ viewport: { width: 1400, height: 1000 } });
     await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin });
