@@ -54,7 +54,14 @@ test('an import and creates of the same ids in opposite orders never deadlock', 
   }
 });
 
-test('migration 4 maps the disabled reasons version 2 stored to gone, failing; active webhooks have none', async (t) => {
+/**
+ * A store on a scratch schema migrated as far as `version` and no further, as a database of that
+ * version is, and a client to write its rows as that version did.
+ */
+async function migratedTo(
+  version: number,
+  t: { after: (fn: () => Promise<void>) => void },
+): Promise<{ client: pg.Client; store: ReturnType<typeof openPostgres> }> {
   const scratch = await scratchSchema();
   const client = new pg.Client({ connectionString: scratch.url });
   await client.connect();
@@ -67,10 +74,15 @@ test('migration 4 maps the disabled reasons version 2 stored to gone, failing; a
   await client.query(
     'CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)',
   );
-  for (const m of postgresMigrations.filter((m) => m.version <= 3)) {
+  for (const m of postgresMigrations.filter((m) => m.version <= version)) {
     await client.query(m.sql);
     await client.query('INSERT INTO schema_migrations VALUES ($1, $2, $3)', [m.version, m.name, Date.now()]);
   }
+  return { client, store };
+}
+
+test('migration 4 maps the disabled reasons version 2 stored to gone, failing; active webhooks have none', async (t) => {
+  const { client, store } = await migratedTo(3, t);
   await client.query(`INSERT INTO webhooks (id, owner, all_plants, url, events, status, secret, created_at,
       failing_since, disabled_reason) VALUES
     ('gone', 'alice', false, 'https://hooks.example/1', 'plant.created', 'disabled', 's', 1, 5, 'the receiver answered 410 Gone'),
@@ -86,22 +98,7 @@ test('migration 4 maps the disabled reasons version 2 stored to gone, failing; a
 });
 
 test("migration 5 names each logged attempt's webhook, so that the attempts of version 4 count in its activity", async (t) => {
-  const scratch = await scratchSchema();
-  const client = new pg.Client({ connectionString: scratch.url });
-  await client.connect();
-  const store = openPostgres(scratch.url, { poolSize: 2 });
-  t.after(async () => {
-    await store.close();
-    await client.end();
-    await scratch.drop();
-  });
-  await client.query(
-    'CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)',
-  );
-  for (const m of postgresMigrations.filter((m) => m.version <= 4)) {
-    await client.query(m.sql);
-    await client.query('INSERT INTO schema_migrations VALUES ($1, $2, $3)', [m.version, m.name, Date.now()]);
-  }
+  const { client, store } = await migratedTo(4, t);
   const hour = 3_600_000;
   await client.query(`INSERT INTO webhooks (id, owner, all_plants, url, events, status, secret, created_at) VALUES
       ('wh-1', 'alice', false, 'https://hooks.example/1', 'plant.created', 'active', 's', 1),
