@@ -33,6 +33,13 @@ function assertJsonType(res: Response): void {
 const parse = (res: Response): unknown => JSON.parse(res.payload) as unknown;
 
 /** A 200 whose JSON body is exactly `body` (no extra keys: deepStrictEqual compares key sets). */
+/** The JSON body of an answer of `status` that carries the API's headers, typed as the caller expects. */
+export function jsonBody<T>(res: Response, status = 200): T {
+  assert.equal(res.statusCode, status, `status (body: ${res.payload.slice(0, 300)})`);
+  assertApiHeaders(res);
+  return JSON.parse(res.payload) as T;
+}
+
 export function assertOk(res: Response, body: unknown): void {
   assert.equal(res.statusCode, 200, `status (body: ${res.payload.slice(0, 300)})`);
   assertApiHeaders(res);

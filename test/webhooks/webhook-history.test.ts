@@ -6,8 +6,8 @@ import { testConfig } from '../../src/config.js';
 import { READ_WRITE, type TestApp, json, makeApp } from '../helpers.js';
 import {
   type Response,
-  assertApiHeaders,
   assertError,
+  jsonBody,
   assertForbidden,
   assertIndistinguishable,
   assertNoContent,
@@ -35,12 +35,6 @@ interface ActivityJson {
   hours: HourJson[];
 }
 
-function body<T>(res: Response, status = 200): T {
-  assert.equal(res.statusCode, status, `status (body: ${res.payload.slice(0, 300)})`);
-  assertApiHeaders(res);
-  return JSON.parse(res.payload) as T;
-}
-
 /** The ids of a page of deliveries, as written in the body: int64 text, never through a JS number. */
 function idsOf(res: Response): string[] {
   assert.equal(res.statusCode, 200, res.payload);
@@ -52,7 +46,7 @@ const get = (h: TestApp, token: string | undefined, url: string): Promise<Respon
   h.call(token, { method: 'GET', url });
 
 async function createWebhook(h: TestApp, token: string, url: string): Promise<string> {
-  return body<{ id: string }>(
+  return jsonBody<{ id: string }>(
     await h.call(token, { method: 'POST', url: '/webhooks', ...json(JSON.stringify({ url })) }),
     201,
   ).id;
@@ -122,7 +116,7 @@ describe('GET /webhooks/{id}/deliveries in pages', () => {
     assert.deepEqual(idsOf(last), all.slice(2));
     assert.equal(last.headers.link, undefined);
     const below = await get(h, alice, `/webhooks/${id}/deliveries?before=${all.at(-1)}`);
-    assert.deepEqual(body(below), []);
+    assert.deepEqual(jsonBody(below), []);
     assert.equal(below.headers.link, undefined);
   });
 
@@ -136,7 +130,7 @@ describe('GET /webhooks/{id}/deliveries in pages', () => {
     // The page below the newest, without limit: the default 100, and the Link is never needed.
     const rest = await get(h, alice, `/webhooks/${id}/deliveries?before=${all[0]}`);
     assert.deepEqual(
-      body(rest),
+      jsonBody(rest),
       (JSON.parse(plain.payload) as unknown[]).slice(1),
       'the same deliveries as the first page shows',
     );
@@ -184,7 +178,7 @@ describe('GET /webhooks/{id}/activity', () => {
     const found: Array<{ at: string; status: number | null }> = [];
     for (const delivery of idsOf(await get(h, token, `/webhooks/${id}/deliveries?limit=1000`))) {
       found.push(
-        ...body<Array<{ at: string; status: number | null }>>(
+        ...jsonBody<Array<{ at: string; status: number | null }>>(
           await get(h, token, `/webhooks/${id}/deliveries/${delivery}/attempts`),
         ),
       );
@@ -230,7 +224,7 @@ describe('GET /webhooks/{id}/activity', () => {
   async function read(h: DeliveryHarness, token: string, id: string): Promise<ActivityJson> {
     const before = h.now();
     const res = await activity(h, token, id);
-    const answer = body<ActivityJson>(res);
+    const answer = jsonBody<ActivityJson>(res);
     assertShape(answer, before, h.now());
     return answer;
   }

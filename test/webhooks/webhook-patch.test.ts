@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { type TestContext, describe, test } from 'node:test';
 import { testConfig } from '../../src/config.js';
 import { READ_WRITE, type TestApp, json, makeApp } from '../helpers.js';
-import { type Response, assertApiHeaders, assertError, create, plantBody, remove } from '../plants/plant.helpers.js';
+import { assertError, jsonBody, create, plantBody, remove } from '../plants/plant.helpers.js';
 import type { WebhookBody } from '../../src/webhooks/webhook.schema.js';
 
 // Interface 1.2.0's webhook management over app.inject, on the engine under test (PATCH, rotation,
@@ -21,17 +21,11 @@ async function users(t: TestContext): Promise<{ h: TestApp; alice: string; bob: 
   return { h, alice: await h.token('alice', ALL), bob: await h.token('bob', ALL) };
 }
 
-function body<T>(res: Response, status: number): T {
-  assert.equal(res.statusCode, status, `status (body: ${res.payload.slice(0, 300)})`);
-  assertApiHeaders(res);
-  return JSON.parse(res.payload) as T;
-}
-
 const call = (h: TestApp, token: string, method: 'POST' | 'PATCH' | 'GET', url: string, payload?: unknown) =>
   h.call(token, { method, url, ...(payload === undefined ? {} : json(JSON.stringify(payload))) });
 
 async function createWebhook(h: TestApp, token: string, extra: Record<string, unknown> = {}) {
-  return body<WebhookJson & { secret: string }>(
+  return jsonBody<WebhookJson & { secret: string }>(
     await call(h, token, 'POST', '/webhooks', { url: URL_1, ...extra }),
     201,
   );
@@ -41,7 +35,7 @@ const patch = (h: TestApp, token: string, id: string, payload: unknown) =>
   call(h, token, 'PATCH', `/webhooks/${id}`, payload);
 
 const listed = async (h: TestApp, token: string): Promise<WebhookJson[]> =>
-  body<WebhookJson[]>(await h.call(token, { method: 'GET', url: '/webhooks' }), 200);
+  jsonBody<WebhookJson[]>(await h.call(token, { method: 'GET', url: '/webhooks' }), 200);
 
 describe('description, failingSince and disabledReason on every Webhook', () => {
   test('POST /webhooks takes a description; "" by default; failingSince and disabledReason null', async (t) => {
@@ -76,18 +70,18 @@ describe('PATCH /webhooks/{id}', () => {
     const { secret: _secret, ...created } = await createWebhook(h, alice);
     const url = 'https://hooks.example.com/v2/plants';
     let expected: WebhookJson = { ...created, url };
-    assert.deepEqual(body(await patch(h, alice, created.id, { url }), 200), expected);
+    assert.deepEqual(jsonBody(await patch(h, alice, created.id, { url }), 200), expected);
     expected = { ...expected, events: ['plant.deleted'] };
-    assert.deepEqual(body(await patch(h, alice, created.id, { events: ['plant.deleted'] }), 200), expected);
+    assert.deepEqual(jsonBody(await patch(h, alice, created.id, { events: ['plant.deleted'] }), 200), expected);
     expected = { ...expected, description: 'CRM' };
-    assert.deepEqual(body(await patch(h, alice, created.id, { description: 'CRM' }), 200), expected);
+    assert.deepEqual(jsonBody(await patch(h, alice, created.id, { description: 'CRM' }), 200), expected);
     expected = { ...expected, status: 'disabled', disabledReason: 'manual' };
-    assert.deepEqual(body(await patch(h, alice, created.id, { status: 'disabled' }), 200), expected);
+    assert.deepEqual(jsonBody(await patch(h, alice, created.id, { status: 'disabled' }), 200), expected);
     assert.deepEqual(await listed(h, alice), [expected]);
     expected = { ...expected, status: 'active', disabledReason: null };
-    assert.deepEqual(body(await patch(h, alice, created.id, { status: 'active' }), 200), expected);
+    assert.deepEqual(jsonBody(await patch(h, alice, created.id, { status: 'active' }), 200), expected);
     const all = { url: URL_1, events: ['plant.deleted', 'plant.created'], description: '', status: 'active' };
-    assert.deepEqual(body(await patch(h, alice, created.id, all), 200), {
+    assert.deepEqual(jsonBody(await patch(h, alice, created.id, all), 200), {
       ...expected,
       url: URL_1,
       events: ['plant.created', 'plant.deleted'],
@@ -176,10 +170,10 @@ describe('PATCH /webhooks/{id}', () => {
     const { h, alice } = await users(t);
     const created = await createWebhook(h, alice);
     assert.equal((await create(h, alice, plantBody('1', 'one'))).statusCode, 200);
-    body(await patch(h, alice, created.id, { events: ['plant.deleted'] }), 200);
+    jsonBody(await patch(h, alice, created.id, { events: ['plant.deleted'] }), 200);
     assert.equal((await create(h, alice, plantBody('2', 'two'))).statusCode, 200);
     assert.equal((await remove(h, alice, '2')).statusCode, 204);
-    const deliveries = body<Array<{ type: string }>>(
+    const deliveries = jsonBody<Array<{ type: string }>>(
       await h.call(alice, { method: 'GET', url: `/webhooks/${created.id}/deliveries` }),
       200,
     );
@@ -194,9 +188,9 @@ describe('PATCH /webhooks/{id}', () => {
     const { h, alice } = await users(t);
     const created = await createWebhook(h, alice);
     assert.equal((await create(h, alice, plantBody('1', 'one'))).statusCode, 200);
-    body(await patch(h, alice, created.id, { status: 'disabled' }), 200);
+    jsonBody(await patch(h, alice, created.id, { status: 'disabled' }), 200);
     assert.equal((await create(h, alice, plantBody('2', 'two'))).statusCode, 200);
-    body(await patch(h, alice, created.id, { status: 'active' }), 200);
+    jsonBody(await patch(h, alice, created.id, { status: 'active' }), 200);
     assert.equal((await create(h, alice, plantBody('3', 'three'))).statusCode, 200);
     const deliveries = await h.store.listDeliveries(created.id, null, 10);
     const events = await h.store.readEvents(0n, null, 10);
@@ -211,7 +205,7 @@ describe('POST /webhooks/{id}/secret', () => {
   test('answers 200 with the Webhook and a new whsec_ secret, shown this once', async (t) => {
     const { h, alice } = await users(t);
     const { secret, ...created } = await createWebhook(h, alice);
-    const rotated = body<WebhookJson & { secret: string }>(
+    const rotated = jsonBody<WebhookJson & { secret: string }>(
       await call(h, alice, 'POST', `/webhooks/${created.id}/secret`, { overlapSeconds: 60 }),
       200,
     );
@@ -220,7 +214,7 @@ describe('POST /webhooks/{id}/secret', () => {
     assert.match(newSecret, /^whsec_[A-Za-z0-9+/]{32}$/);
     assert.notEqual(newSecret, secret);
     const again = await call(h, alice, 'POST', `/webhooks/${created.id}/secret`, {});
-    assert.notEqual(body<{ secret: string }>(again, 200).secret, newSecret, 'the default overlap; another secret');
+    assert.notEqual(jsonBody<{ secret: string }>(again, 200).secret, newSecret, 'the default overlap; another secret');
     assert.ok(!JSON.stringify(await listed(h, alice)).includes('whsec_'), 'never listed');
   });
 
@@ -252,7 +246,7 @@ describe('POST /webhooks/{id}/recover and GET …/attempts refuse what they cann
     const created = await createWebhook(h, alice);
     assertError(await call(h, alice, 'POST', `/webhooks/${created.id}/recover`, {}), 400);
     const res = await call(h, alice, 'POST', `/webhooks/${created.id}/recover`, { since: '2025-03-01T06:00:00+01:00' });
-    assert.deepEqual(body(res, 202), { requeued: 0 });
+    assert.deepEqual(jsonBody(res, 202), { requeued: 0 });
   });
 
   test('attempts answer 404 for a delivery of another webhook or none, 400 for a non-numeric id, [] before any', async (t) => {
@@ -262,7 +256,7 @@ describe('POST /webhooks/{id}/recover and GET …/attempts refuse what they cann
     assert.equal((await create(h, alice, plantBody('1', 'one'))).statusCode, 200);
     const [delivery] = (await h.store.listDeliveries(one.id, null, 1))!;
     const path = (w: string, d: string) => `/webhooks/${w}/deliveries/${d}/attempts`;
-    assert.deepEqual(body(await call(h, alice, 'GET', path(one.id, String(delivery!.id))), 200), []);
+    assert.deepEqual(jsonBody(await call(h, alice, 'GET', path(one.id, String(delivery!.id))), 200), []);
     assertError(await call(h, alice, 'GET', path(two.id, String(delivery!.id))), 404);
     assertError(await call(h, alice, 'GET', path(one.id, '999999')), 404);
     assertError(await call(h, alice, 'GET', path(one.id, 'x')), 400);
