@@ -53,10 +53,21 @@ async function loadAssets(): Promise<Map<string, Asset>> {
   return assets;
 }
 
+/**
+ * The files, read by the first app of the process and kept for every later one (tests build about
+ * a thousand apps; each read them again, which doubled the time to build one). A failed read is
+ * not kept: the next app tries again and says why.
+ */
+let loaded: Promise<Map<string, Asset>> | undefined;
+
 /** The page at /portal and its files at /portal/<name>; outside the OpenAPI document, as /docs is. */
 export function portalRoutes(): FastifyPluginAsync {
   return async (app) => {
-    const assets = await loadAssets();
+    loaded ??= loadAssets().catch((error: unknown) => {
+      loaded = undefined;
+      throw error;
+    });
+    const assets = await loaded;
     const hidden = { schema: { hide: true } };
     const serve = (asset: Asset) => async (_request: unknown, reply: FastifyReply) =>
       reply.headers(PORTAL_HEADERS).type(asset.type).send(asset.body);
