@@ -34,6 +34,13 @@ import {
   FAN_OUT_BATCH,
 } from './store.js';
 
+/**
+ * A plant's create or delete keeps nothing outside the database but its cache of pages and a
+ * wake-up of the event watchers: run again after a rollback, it does the same. It needs no
+ * savepoint of its own in a group commit (GroupCommit.run).
+ */
+const RERUNNABLE = { rerunnable: true };
+
 // The SQLite adapter of the Store port: each call meets the one connection in the way its kind
 // needs (a write in the group commit, a dispatcher's write in the commit that is not fsynced each
 // time, a read at once that answers 503 on a lock), and the work itself is done by the modules of
@@ -122,7 +129,7 @@ export class SqliteStore implements Store {
   }
 
   createPlant(plant: PlantRecord): Promise<CreateResult> {
-    return this.writes.run(() => this.plants.create(plant));
+    return this.writes.run(() => this.plants.create(plant), RERUNNABLE);
   }
 
   listPlants(page: PlantPage): Promise<readonly PlantRecord[]> {
@@ -138,7 +145,7 @@ export class SqliteStore implements Store {
   }
 
   deletePlant(id: bigint, owner: string | null): Promise<boolean> {
-    return this.writes.run(() => this.plants.delete(id, owner));
+    return this.writes.run(() => this.plants.delete(id, owner), RERUNNABLE);
   }
 
   createToken(token: TokenRecord): Promise<void> {

@@ -54,6 +54,47 @@ test('a write that fails inside a batch fails alone; the others are committed', 
   assert.deepEqual(db.prepare('SELECT v FROM t ORDER BY v').all(), [{ v: 1 }, { v: 3 }]);
 });
 
+test('rerunnable writes share one savepoint; when one throws, every write runs again alone and only that one fails', async (t) => {
+  const statements: string[] = [];
+  const db = new Database(join(dir, 'rerun.db'), { verbose: (sql) => void statements.push(String(sql)) });
+  t.after(() => db.close());
+  db.exec('CREATE TABLE t (v INTEGER NOT NULL)');
+  const writes = new GroupCommit(db);
+  const insert = db.prepare('INSERT INTO t VALUES (?)');
+  const runs = new Map<number | null, number>();
+  const write = (v: number | null) => () => {
+    runs.set(v, (runs.get(v) ?? 0) + 1);
+    return insert.run(v).changes;
+  };
+  const savepoints = () => statements.filter((sql) => /^SAVEPOINT/i.test(sql)).length;
+
+  // Nothing fails: one savepoint for the batch, each write run once.
+  await Promise.all([1, 2, 3].map((v) => writes.run(write(v), { rerunnable: true })));
+  assert.equal(savepoints(), 1);
+  assert.deepEqual([...runs.values()], [1, 1, 1]);
+
+  // One throws: the batch's savepoint is rolled back, then each runs in its own.
+  statements.length = 0;
+  runs.clear();
+  const outcomes = await Promise.allSettled([
+    writes.run(write(4), { rerunnable: true }),
+    writes.run(write(null), { rerunnable: true }), // NOT NULL: this one fails
+    writes.run(write(5), { rerunnable: true }),
+    writes.run(write(6)), // not rerunnable: in a savepoint of its own both times
+  ]);
+  assert.deepEqual(
+    outcomes.map((o) => o.status),
+    ['fulfilled', 'rejected', 'fulfilled', 'fulfilled'],
+  );
+  assert.deepEqual(Object.fromEntries(runs), { 4: 2, null: 2, 5: 1, 6: 1 }, 'the writes before the failure ran again');
+  assert.equal(savepoints(), 1 + 4, "the batch's, then one per write");
+  assert.deepEqual(
+    db.prepare('SELECT v FROM t ORDER BY v').all(),
+    [1, 2, 3, 4, 5, 6].map((v) => ({ v })),
+    'each row once',
+  );
+});
+
 test('a write is committed before it is answered: another connection sees it at once', async (t) => {
   const path = join(dir, 'durable.db');
   const store = openSqlite(path);
