@@ -68,8 +68,9 @@ const sql = {
 };
 
 // Group commit (src/store/group-commit.ts, without its wait for another connection's lock): the
-// writes of one event-loop turn share one transaction and one fsync, each in a savepoint of its
-// own, and each is answered only after the COMMIT.
+// writes of one event-loop turn share one transaction and one fsync, and each is answered only
+// after the COMMIT. As the service's plant writes, a batch runs in one savepoint; only when a write
+// throws is it rolled back and each write run again in a savepoint of its own, to fail alone.
 /** @type {Array<{ write: () => unknown, resolve: (value: unknown) => void, reject: (error: unknown) => void }>} */
 let queue = [];
 const begin = db.prepare('BEGIN IMMEDIATE');
@@ -84,13 +85,18 @@ function flush() {
   let outcomes;
   try {
     begin.run();
-    outcomes = batch.map((p) => {
-      try {
-        return { ok: true, value: savepoint(p.write) };
-      } catch (error) {
-        return { ok: false, error }; // this write alone fails
-      }
-    });
+    try {
+      outcomes = /** @type {typeof outcomes} */ (savepoint(() => batch.map((p) => ({ ok: true, value: p.write() }))));
+    } catch {
+      if (!db.inTransaction) throw new Error('the transaction ended under a write');
+      outcomes = batch.map((p) => {
+        try {
+          return { ok: true, value: savepoint(p.write) };
+        } catch (error) {
+          return { ok: false, error }; // this write alone fails
+        }
+      });
+    }
     commit.run();
   } catch (error) {
     if (db.inTransaction) rollback.run();
