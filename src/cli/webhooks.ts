@@ -10,7 +10,7 @@ import { parseCommand } from './args.js';
 import { WEBHOOKS_MANAGE_USAGE, isManageCommand, manageCommand } from './webhooks-manage.js';
 import { UsageError, err, out, table } from './output.js';
 
-/** How many deliveries `webhooks deliveries` shows: one query, so --limit is the total. */
+/** How many deliveries a page of `webhooks deliveries` shows (`--before` gives the next page). */
 const DELIVERIES = { default: 20, max: 1000 } as const;
 
 export const WEBHOOKS_USAGE = `  webhooks list [--subject <user>] [--json]
@@ -21,8 +21,9 @@ export const WEBHOOKS_USAGE = `  webhooks list [--subject <user>] [--json]
                                 subscribe a URL for a subject; the signing secret is printed once.
                                 --all-plants: every plant's events (as a plants:admin caller gets)
   webhooks remove <webhook-id>  delete a webhook and its delivery records
-  webhooks deliveries <webhook-id> [--limit N] [--json]
-                                its newest N deliveries, newest first (1-${DELIVERIES.max}, default ${DELIVERIES.default})
+  webhooks deliveries <webhook-id> [--limit N] [--before <delivery-id>] [--json]
+                                its newest N deliveries, newest first (1-${DELIVERIES.max}, default ${DELIVERIES.default});
+                                --before: the page of older ones, as the last page's hint says
   webhooks retry <webhook-id> <delivery-id>
                                 send a delivery again (same webhook-id), at once
   webhooks enable <webhook-id>  make a disabled webhook active again
@@ -122,10 +123,17 @@ export async function webhooksCommand(sub: string | undefined, args: string[], w
         const { values, positionals } = parseCommand(
           command,
           args,
-          { limit: 'string', json: 'boolean' },
+          { limit: 'string', before: 'string', json: 'boolean' },
           { positionals: true },
         );
         const id = one(positionals, command);
+        const before = values.before === undefined ? undefined : parseDecimalBigInt(values.before);
+        if (values.before !== undefined && (before === undefined || before < 1n)) {
+          throw new UsageError(
+            '--before takes a delivery id (a whole number): the page starts below it, as the hint after a page says',
+            command,
+          );
+        }
         const given = values.limit;
         const limit = given === undefined ? DELIVERIES.default : /^\d{1,4}$/.test(given) ? Number(given) : 0;
         if (limit < 1 || limit > DELIVERIES.max) {
@@ -134,9 +142,15 @@ export async function webhooksCommand(sub: string | undefined, args: string[], w
             command,
           );
         }
-        const found = await withStore((store) => service(store).deliveries(null, id, limit));
+        const page = await withStore((store) => service(store).deliveryPage(null, id, limit, before));
+        const found = page.deliveries;
         if (values.json) out(JSON.stringify(found, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v)));
-        else if (found.length === 0) err(`Webhook ${id} has no deliveries yet.`);
+        else if (found.length === 0)
+          err(
+            before === undefined
+              ? `Webhook ${id} has no deliveries yet.`
+              : `Webhook ${id} has no deliveries below ${before}.`,
+          );
         else {
           const rows = found.map((d) => [
             String(d.id),
@@ -149,6 +163,13 @@ export async function webhooksCommand(sub: string | undefined, args: string[], w
             d.nextAttemptAt ?? '-',
           ]);
           out(table([['ID', 'TYPE', 'EVENT', 'STATUS', 'ATTEMPTS', 'LAST', 'ERROR', 'NEXT'], ...rows]));
+        }
+        // On stderr, so that stdout stays the table or the JSON array alone.
+        if (page.next !== undefined) {
+          const more = values.limit === undefined ? '' : ` --limit ${limit}`;
+          err(
+            `Older deliveries follow: plant-store webhooks deliveries ${id}${more} --before ${page.next}${values.json ? ' --json' : ''}`,
+          );
         }
         return 0;
       }

@@ -129,6 +129,49 @@ test('webhooks deliveries lists what an event produced; retry makes a failed one
   assert.equal(hooks[0]!.status, 'active');
 });
 
+test('webhooks deliveries pages with --before, and the hint after a page is the command for the next', async () => {
+  const env = freshDb({ WEBHOOK_ALLOW_PRIVATE: '1' });
+  const added = await runCli(['webhooks', 'add', '--subject', 'alice', '--url', 'http://127.0.0.1:9/x', '--json'], env);
+  const { id } = JSON.parse(added.stdout) as { id: string };
+  const file = join(dir, 'five.ndjson');
+  const { writeFileSync } = await import('node:fs');
+  writeFileSync(file, [1, 2, 3, 4, 5].map((n) => `{"id":${n},"owner":"alice","name":"p${n}"}\n`).join(''));
+  assert.equal((await runCli(['import', file], env)).code, 0);
+
+  const whole = JSON.parse((await runCli(['webhooks', 'deliveries', id, '--json'], env)).stdout) as Array<{
+    id: string;
+  }>;
+  assert.equal(whole.length, 5);
+  // Follow the hints from the first page of two: the same deliveries, newest first, each once.
+  const seen: string[] = [];
+  let args = ['webhooks', 'deliveries', id, '--limit', '2', '--json'];
+  for (let page = 0; page < 5; page++) {
+    const listed = await runCli(args, env);
+    assert.equal(listed.code, 0, listed.stderr);
+    seen.push(...(JSON.parse(listed.stdout) as Array<{ id: string }>).map((d) => d.id));
+    const hint = /^Older deliveries follow: plant-store (.+)$/m.exec(listed.stderr)?.[1];
+    if (hint === undefined) break;
+    args = hint.split(' ');
+  }
+  assert.deepEqual(
+    seen,
+    whole.map((d) => d.id),
+  );
+  // The table says the same, and the last page has no hint.
+  const table = await runCli(['webhooks', 'deliveries', id, '--limit', '4'], env);
+  assert.match(table.stderr, new RegExp(`--limit 4 --before ${whole[3]!.id}$`, 'm'));
+  const last = await runCli(['webhooks', 'deliveries', id, '--before', whole[3]!.id], env);
+  assert.equal(last.stdout.trim().split('\n').length, 2, 'the header and the oldest delivery');
+  assert.doesNotMatch(last.stderr, /Older deliveries/);
+  const none = await runCli(['webhooks', 'deliveries', id, '--before', whole[4]!.id], env);
+  assert.match(none.stderr, new RegExp(`Webhook ${id} has no deliveries below ${whole[4]!.id}\\.`));
+  for (const bad of ['x', '0', '-3', '1.5']) {
+    const refused = await runCli(['webhooks', 'deliveries', id, '--before', bad], env);
+    assert.equal(refused.code, 2, bad);
+    assert.match(refused.stderr, /--before takes a delivery id/);
+  }
+});
+
 test('with SECRETS_KEY the stored secret is sealed, never the secret itself', async () => {
   const key = randomBytes(32).toString('base64');
   const env = freshDb({ SECRETS_KEY: key });
