@@ -50,17 +50,23 @@ test('two stores on one file see each other: what one commits the other reads', 
   assert.equal(seen.created, false);
 });
 
-test('migration 3 starts the delivery cursor at the newest event: what version 2 fanned out is not fanned out again', async (t) => {
-  const path = join(dir, 'upgrade.db');
+/** A database file at `version`: the migrations up to it applied and recorded, as the service would have. */
+function migratedTo(path: string, version: number): Database.Database {
   const db = new Database(path);
-  // A version-2 database: one event whose delivery version 2 wrote with the create.
   db.exec(
     'CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL) STRICT',
   );
-  for (const m of sqliteMigrations.filter((m) => m.version <= 2)) {
+  for (const m of sqliteMigrations.filter((m) => m.version <= version)) {
     db.exec(m.sql);
     db.prepare('INSERT INTO schema_migrations VALUES (?, ?, ?)').run(m.version, m.name, Date.now());
   }
+  return db;
+}
+
+test('migration 3 starts the delivery cursor at the newest event: what version 2 fanned out is not fanned out again', async (t) => {
+  const path = join(dir, 'upgrade.db');
+  // A version-2 database: one event whose delivery version 2 wrote with the create.
+  const db = migratedTo(path, 2);
   db.exec(`INSERT INTO webhooks (id, owner, all_plants, url, events, status, secret, created_at)
       VALUES ('wh-1', 'alice', 0, 'https://hooks.example/1', 'plant.created plant.deleted', 'active', 's', 1);
     INSERT INTO events (type, owner, plant_id, payload, created_at) VALUES ('plant.created', 'alice', 1, '{"id":1,"name":"a"}', 2);
@@ -81,14 +87,7 @@ test('migration 3 starts the delivery cursor at the newest event: what version 2
 
 test('migration 4 maps the disabled reasons version 2 stored to gone, failing; active webhooks have none', async (t) => {
   const path = join(dir, 'upgrade-4.db');
-  const db = new Database(path);
-  db.exec(
-    'CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL) STRICT',
-  );
-  for (const m of sqliteMigrations.filter((m) => m.version <= 3)) {
-    db.exec(m.sql);
-    db.prepare('INSERT INTO schema_migrations VALUES (?, ?, ?)').run(m.version, m.name, Date.now());
-  }
+  const db = migratedTo(path, 3);
   const insert = db.prepare(`INSERT INTO webhooks (id, owner, all_plants, url, events, status, secret, created_at,
       failing_since, disabled_reason) VALUES (?, 'alice', 0, 'https://hooks.example/1', 'plant.created', ?, 's', 1, ?, ?)`);
   insert.run('gone', 'disabled', 5, 'the receiver answered 410 Gone');
@@ -108,14 +107,7 @@ test('migration 4 maps the disabled reasons version 2 stored to gone, failing; a
 
 test("migration 6 names each logged attempt's webhook, so that the attempts of version 5 count in its activity", async (t) => {
   const path = join(dir, 'upgrade-6.db');
-  const db = new Database(path);
-  db.exec(
-    'CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL) STRICT',
-  );
-  for (const m of sqliteMigrations.filter((m) => m.version <= 5)) {
-    db.exec(m.sql);
-    db.prepare('INSERT INTO schema_migrations VALUES (?, ?, ?)').run(m.version, m.name, Date.now());
-  }
+  const db = migratedTo(path, 5);
   const hour = 3_600_000;
   db.exec(`INSERT INTO webhooks (id, owner, all_plants, url, events, status, secret, created_at)
       VALUES ('wh-1', 'alice', 0, 'https://hooks.example/1', 'plant.created', 'active', 's', 1),
