@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { runCli, startServer } from '../process.js';
 import { CHROMIUM, MISSING, launchLocalOnly, skip } from './chromium.js';
+import { cleanupsInReverse } from '../support/cleanups.js';
 
 // CORS_ORIGINS in a real browser (issue 15): a page from another origin (the same host, another
 // port) uses the API with fetch; a page from an origin not on the list is refused by the browser.
@@ -159,10 +160,7 @@ test(
   async (t) => {
     assert.ok(existsSync(CHROMIUM), MISSING);
     // Undone in reverse order: the browser, the server, the page servers, then the database.
-    const cleanups: Array<() => Promise<unknown>> = [];
-    t.after(async () => {
-      for (const cleanup of cleanups.reverse()) await cleanup();
-    });
+    const cleanups = cleanupsInReverse(t);
     const dir = await mkdtemp(join(tmpdir(), 'plant-store-cors-'));
     cleanups.push(() => rm(dir, { recursive: true, force: true }));
     const allowed = await pageServer();

@@ -8,6 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { type Locator, type Page, chromium } from 'playwright-core';
 import { runCli, startServer } from '../process.js';
 import { CHROMIUM, MISSING, skip } from './chromium.js';
+import { cleanupsInReverse } from '../support/cleanups.js';
 
 const SCREENSHOT = fileURLToPath(new URL('../../test-output/docs.png', import.meta.url));
 const FAVICON = fileURLToPath(new URL('../../assets/favicon.svg', import.meta.url));
@@ -56,10 +57,7 @@ async function tryItOut(block: Locator): Promise<{ status: string; body: string;
 test('GET /docs in headless Chromium', { timeout: 90_000, skip }, async (t) => {
   assert.ok(existsSync(CHROMIUM), MISSING);
   // Undone in reverse order: the browser, the server, then its database.
-  const cleanups: Array<() => Promise<unknown>> = [];
-  t.after(async () => {
-    for (const cleanup of cleanups.reverse()) await cleanup();
-  });
+  const cleanups = cleanupsInReverse(t);
   const dir = await mkdtemp(join(tmpdir(), 'plant-store-docs-'));
   cleanups.push(() => rm(dir, { recursive: true, force: true }));
   const env = { DATABASE_URL: `sqlite:${join(dir, 'plant-store.db')}` };

@@ -10,6 +10,7 @@ import { Webhook as Verifier } from 'standardwebhooks';
 import { Receiver } from '../e2e/webhook-receiver.js';
 import { callServer, runCli, startServer } from '../process.js';
 import { CHROMIUM, MISSING, launchLocalOnly, skip } from './chromium.js';
+import { cleanupsInReverse } from '../support/cleanups.js';
 
 // Issue 27, point 8: the subscribers' page at /portal, driven in Debian's Chromium as a person
 // would, by role and accessible name (no CSS selector), against one server and a receiver on
@@ -53,10 +54,7 @@ test(
   async (t) => {
     assert.ok(existsSync(CHROMIUM), MISSING);
     // Undone in reverse order: the browser, the server, the receiver, then the database.
-    const cleanups: Array<() => Promise<unknown>> = [];
-    t.after(async () => {
-      for (const cleanup of cleanups.reverse()) await cleanup();
-    });
+    const cleanups = cleanupsInReverse(t);
     const dir = await mkdtemp(join(tmpdir(), 'plant-store-portal-'));
     cleanups.push(() => rm(dir, { recursive: true, force: true }));
     const receiver = new Receiver();
