@@ -41,8 +41,9 @@ export const isBusy = (error: unknown): boolean =>
  *
  * A write fails alone because it runs in a savepoint of its own, two statements more (SAVEPOINT,
  * RELEASE) than its own, about a fifth of a create's storage CPU. Writes that can be run twice
- * (`rerunnable`: plant creates and deletes) skip them: a batch runs in one savepoint, and only if
- * one of its writes throws is that savepoint rolled back and every write run again in its own.
+ * (`rerunnable`: plant creates and deletes) skip them: a batch of only such writes runs in one
+ * savepoint, and only if one of them throws is that savepoint rolled back and every write run
+ * again in its own. A batch with any other write runs each in its own, as before.
  *
  * The write lock is taken without waiting (issue 13): better-sqlite3 is synchronous, so a
  * busy_timeout would freeze the whole event loop while another process (an operator's `sqlite3`,
@@ -158,17 +159,16 @@ export class GroupCommit {
   };
 
   /**
-   * The batch in one savepoint, its rerunnable writes without one of their own. Undefined when one
-   * of them threw: the savepoint is rolled back, and the caller runs each write alone. Where
-   * SQLite ended the whole transaction on that error (a full disk, an I/O error), nothing of the
-   * batch is left to keep, and the error fails them all.
+   * A batch of rerunnable writes alone, in one savepoint. Undefined when the batch holds another
+   * kind of write (it would run a second time if a later write threw), or when one of the writes
+   * threw: the savepoint is rolled back, and the caller runs each write alone. Where SQLite ended
+   * the whole transaction on that error (a full disk, an I/O error), nothing of the batch is left
+   * to keep, and the error fails them all.
    */
   private runTogether(batch: Pending[]): Outcome[] | undefined {
-    if (!batch.some((p) => p.rerunnable)) return undefined;
+    if (!batch.every((p) => p.rerunnable)) return undefined;
     try {
-      return this.savepoint(() =>
-        batch.map((p): Outcome => (p.rerunnable ? { ok: true, value: p.write() } : this.runAlone(p))),
-      ) as Outcome[];
+      return this.savepoint(() => batch.map((p): Outcome => ({ ok: true, value: p.write() }))) as Outcome[];
     } catch (error) {
       if (!this.db.inTransaction) throw error;
       return undefined;

@@ -73,24 +73,39 @@ test('rerunnable writes share one savepoint; when one throws, every write runs a
   assert.equal(savepoints(), 1);
   assert.deepEqual([...runs.values()], [1, 1, 1]);
 
+  // A write of another kind in the batch must never run twice: each write runs alone, once, even
+  // when a rerunnable one after it throws.
+  statements.length = 0;
+  runs.clear();
+  const mixed = await Promise.allSettled([
+    writes.run(write(4)),
+    writes.run(write(null), { rerunnable: true }), // NOT NULL: this one fails
+    writes.run(write(5), { rerunnable: true }),
+  ]);
+  assert.deepEqual(
+    mixed.map((o) => o.status),
+    ['fulfilled', 'rejected', 'fulfilled'],
+  );
+  assert.deepEqual(Object.fromEntries(runs), { 4: 1, null: 1, 5: 1 });
+  assert.equal(savepoints(), 3, 'one savepoint per write');
+
   // One throws: the batch's savepoint is rolled back, then each runs in its own.
   statements.length = 0;
   runs.clear();
   const outcomes = await Promise.allSettled([
-    writes.run(write(4), { rerunnable: true }),
+    writes.run(write(6), { rerunnable: true }),
     writes.run(write(null), { rerunnable: true }), // NOT NULL: this one fails
-    writes.run(write(5), { rerunnable: true }),
-    writes.run(write(6)), // not rerunnable: in a savepoint of its own both times
+    writes.run(write(7), { rerunnable: true }),
   ]);
   assert.deepEqual(
     outcomes.map((o) => o.status),
-    ['fulfilled', 'rejected', 'fulfilled', 'fulfilled'],
+    ['fulfilled', 'rejected', 'fulfilled'],
   );
-  assert.deepEqual(Object.fromEntries(runs), { 4: 2, null: 2, 5: 1, 6: 1 }, 'the writes before the failure ran again');
-  assert.equal(savepoints(), 1 + 4, "the batch's, then one per write");
+  assert.deepEqual(Object.fromEntries(runs), { 6: 2, null: 2, 7: 1 }, 'the writes before the failure ran again');
+  assert.equal(savepoints(), 1 + 3, "the batch's, then one per write");
   assert.deepEqual(
     db.prepare('SELECT v FROM t ORDER BY v').all(),
-    [1, 2, 3, 4, 5, 6].map((v) => ({ v })),
+    [1, 2, 3, 4, 5, 6, 7].map((v) => ({ v })),
     'each row once',
   );
 });
