@@ -238,10 +238,6 @@ export class WebhookService {
     return webhookBody(webhook);
   }
 
-  async deliveries(owner: string | null, id: string, limit: number): Promise<DeliveryBody[]> {
-    return (await this.deliveryPage(owner, id, limit)).deliveries;
-  }
-
   /**
    * A page of deliveries, newest first: the first, or those below `before`. `next`: the `before`
    * of the page after it (the last id of this one), when older deliveries follow. One more than
