@@ -2,17 +2,21 @@
 // answering the same bytes (bench/bare-server.mjs), for GET /plants?limit=10, POST /plants and
 // DELETE /plants/{id}, on SQLite and PostgreSQL; on SQLite also against a minimal Fastify app with
 // the service's statements, durability, event rows and page cache and nothing else
-// (bench/minimal-fastify.mjs): what the framework itself costs, and what the service adds to it.
+// (bench/minimal-fastify.mjs): what the framework itself costs, and what the service adds to it;
+// and, on both engines, against the parts issue 26 keeps (store, token check, request id, log line,
+// metrics, entity tag) on bare node:http with no framework (bench/kept-parts.mjs): the ratio no
+// hand-written HTTP layer could beat.
 // Run by `npm run bench` (its last table; BENCH_SKIP=cost leaves it out), alone by
 // `npm run bench -- --quick`, or directly:
 //
 //   node --import tsx bench/cost.ts            # 3 rounds of 5 s per row
 //   node --import tsx bench/cost.ts --quick    # 2 rounds of 2 s: about 80 s, while changing code
+//   BENCH_KEPT=1 node --import tsx bench/cost.ts --quick   # with the kept-parts column: about 110 s
 //   BENCH_SKIP=postgres node --import tsx bench/cost.ts
 //   BENCH_KNOCKOUTS=1 node --import tsx bench/cost.ts   # also the rows with a part switched off
 //
 // The servers run side by side, pinned to core 0; wrk -t1 -c50 on core 1 loads one at a time,
-// alternating (service, bare, minimal, service, bare, minimal, …). A row's cost is the server's CPU
+// alternating (service, bare, minimal, kept parts, service, …). A row's cost is the server's CPU
 // time (user + system, /proc/<pid>/stat) over the run divided by the requests answered; its ratios
 // are bare over service and minimal over service, each the median of the rounds' ratios. The
 // creates of a round are deleted by the next DELETE round, id for id, so every DELETE finds its
@@ -29,9 +33,12 @@ import { wrk } from './wrk.js';
 const BIN = fileURLToPath(new URL('../bin/plant-store.js', import.meta.url));
 const BARE = fileURLToPath(new URL('./bare-server.mjs', import.meta.url));
 const MINIMAL = fileURLToPath(new URL('./minimal-fastify.mjs', import.meta.url));
+const KEPT = fileURLToPath(new URL('./kept-parts.mjs', import.meta.url));
 const QUICK = process.argv.includes('--quick');
 const SECONDS = Number(process.env.BENCH_COST_SECONDS ?? (QUICK ? 2 : 5)); // whole seconds: wrk's -d
 const ROUNDS = Number(process.env.BENCH_COST_ROUNDS ?? (QUICK ? 2 : 3));
+/** The kept-parts server: in every full run; in a quick one only with BENCH_KEPT=1 (it adds about 25 s). */
+const WITH_KEPT = !QUICK || process.env.BENCH_KEPT === '1';
 const SKIP = new Set((process.env.BENCH_SKIP ?? '').split(',').filter(Boolean));
 const SERVER_ENV = { PORT: '0', RATE_LIMIT: 'off' };
 const READY = /Server listening at http:\/\/127\.0\.0\.1:(\d+)/;
@@ -77,6 +84,9 @@ export interface CostRow {
   /** The minimal Fastify app's CPU µs/req, and its ratio to the service's: undefined off SQLite. */
   minimal: number | undefined;
   minimalRatio: number | undefined;
+  /** bench/kept-parts.mjs's CPU µs/req, and bare over it: the ratio no HTTP layer with those parts could beat. */
+  kept: number | undefined;
+  keptRatio: number | undefined;
 }
 
 /**
@@ -125,10 +135,23 @@ export async function costRows(engine: string, env: NodeJS.ProcessEnv, label = '
       for (let i = 1; i <= 10; i++)
         await call('/plants', { method: 'POST', body: `{"id":${i},"name":"plant ${i}","tag":"shade"}` }, minimal);
     }
+    // The service's parts that issue 26 keeps, on bare node:http: on SQLite a file of its own, with
+    // the service's tokens copied in; on PostgreSQL the service's database, its ten plants and tokens.
+    const sqliteFile = env.DATABASE_URL?.startsWith('sqlite:') ? env.DATABASE_URL.slice('sqlite:'.length) : undefined;
+    const keptEnv =
+      sqliteFile === undefined
+        ? serviceEnv
+        : { ...serviceEnv, DATABASE_URL: `sqlite:${join(dir, 'kept.db')}`, TOKENS_FROM: sqliteFile };
+    const kept = WITH_KEPT ? await start(dir, [KEPT], keptEnv, '0', /listening (\d+)/) : undefined;
+    if (kept !== undefined) servers.push(kept);
+    if (kept !== undefined && sqliteFile !== undefined)
+      for (let i = 1; i <= 10; i++)
+        await call('/plants', { method: 'POST', body: `{"id":${i},"name":"plant ${i}","tag":"shade"}` }, kept);
     const contenders = [
       ['service', service],
       ['bare', bare],
       ...(minimal === undefined ? [] : [['minimal', minimal] as const]),
+      ...(kept === undefined ? [] : [['kept', kept] as const]),
     ] as const;
 
     // Steady state: a few seconds of every operation first, unrecorded, on each.
@@ -147,9 +170,9 @@ export async function costRows(engine: string, env: NodeJS.ProcessEnv, label = '
 
     const rows: CostRow[] = [];
     const results: Record<string, Record<(typeof contenders)[number][0], Measured[]>> = {
-      GET: { service: [], bare: [], minimal: [] },
-      POST: { service: [], bare: [], minimal: [] },
-      DELETE: { service: [], bare: [], minimal: [] },
+      GET: { service: [], bare: [], minimal: [], kept: [] },
+      POST: { service: [], bare: [], minimal: [], kept: [] },
+      DELETE: { service: [], bare: [], minimal: [], kept: [] },
     };
     for (let round = 0; round < ROUNDS; round++) {
       for (const [name, server] of contenders) {
@@ -160,7 +183,7 @@ export async function costRows(engine: string, env: NodeJS.ProcessEnv, label = '
         results.DELETE![name].push(deleted);
       }
     }
-    for (const [op, { service: s, bare: b, minimal: f }] of Object.entries(results)) {
+    for (const [op, { service: s, bare: b, minimal: f, kept: k }] of Object.entries(results)) {
       const ratios = s.map((m, i) => b[i]!.usPerRequest / m.usPerRequest);
       const rpsRatios = s.map((m, i) => m.rps / b[i]!.rps);
       const ran = f.length > 0;
@@ -173,6 +196,8 @@ export async function costRows(engine: string, env: NodeJS.ProcessEnv, label = '
         rpsRatio: median(rpsRatios),
         minimal: ran ? median(f.map((m) => m.usPerRequest)) : undefined,
         minimalRatio: ran ? median(s.map((m, i) => f[i]!.usPerRequest / m.usPerRequest)) : undefined,
+        kept: k.length > 0 ? median(k.map((m) => m.usPerRequest)) : undefined,
+        keptRatio: k.length > 0 ? median(k.map((m, i) => b[i]!.usPerRequest / m.usPerRequest)) : undefined,
       });
     }
     return rows;
@@ -197,11 +222,11 @@ export function costTable(rows: CostRow[]): string {
   const us = (n: number): string => n.toFixed(1);
   const or = (n: number | undefined, show: (n: number) => string): string => (n === undefined ? '—' : show(n));
   return [
-    '| engine | request | service CPU µs/req | bare CPU µs/req | bare/service (CPU) | service/bare (req/s) | minimal Fastify CPU µs/req | minimal/service (CPU) |',
-    '| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |',
+    '| engine | request | service CPU µs/req | bare CPU µs/req | bare/service (CPU) | service/bare (req/s) | minimal Fastify CPU µs/req | minimal/service (CPU) | kept parts on node:http CPU µs/req | bare/kept parts (CPU) |',
+    '| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
     ...rows.map(
       (r) =>
-        `| ${r.engine} | ${r.op} | ${us(r.service)} | ${us(r.bare)} | ${r.ratio.toFixed(2)} | ${r.rpsRatio.toFixed(2)} | ${or(r.minimal, us)} | ${or(r.minimalRatio, (n) => n.toFixed(2))} |`,
+        `| ${r.engine} | ${r.op} | ${us(r.service)} | ${us(r.bare)} | ${r.ratio.toFixed(2)} | ${r.rpsRatio.toFixed(2)} | ${or(r.minimal, us)} | ${or(r.minimalRatio, (n) => n.toFixed(2))} | ${or(r.kept, us)} | ${or(r.keptRatio, (n) => n.toFixed(2))} |`,
     ),
   ].join('\n');
 }

@@ -51,7 +51,7 @@ async function main(): Promise<void> {
     // Warm-up: statements prepared, pages in the cache.
     await measure((i) => store.createPlant({ id: base - BigInt(i) - 1n, owner: 'floor', name: 'warm', tag: null }), 0);
     const created = await measure(
-      (i) => store.createPlant({ id: base + BigInt(i), owner: 'floor', name: `plant ${i}`, tag: null }),
+      (i) => store.createPlant({ id: base + BigInt(i), owner: 'floor', name: 'bench plant', tag: 'shade' }),
       0,
     );
     const listed = await measure(() => store.listPlants({ owner: 'floor', tag: null, fromId: base, limit: 11 }), 0);
