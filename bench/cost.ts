@@ -12,6 +12,7 @@
 //   node --import tsx bench/cost.ts            # 3 rounds of 5 s per row
 //   node --import tsx bench/cost.ts --quick    # 2 rounds of 2 s: about 80 s, while changing code
 //   BENCH_KEPT=1 node --import tsx bench/cost.ts --quick   # with the kept-parts column: about 110 s
+//   BENCH_KEPT_OFF=log,metrics,auth,id node --import tsx bench/cost.ts   # that column with parts left out
 //   BENCH_SKIP=postgres node --import tsx bench/cost.ts
 //   BENCH_KNOCKOUTS=1 node --import tsx bench/cost.ts   # also the rows with a part switched off
 //
@@ -138,10 +139,12 @@ export async function costRows(engine: string, env: NodeJS.ProcessEnv, label = '
     // The service's parts that issue 26 keeps, on bare node:http: on SQLite a file of its own, with
     // the service's tokens copied in; on PostgreSQL the service's database, its ten plants and tokens.
     const sqliteFile = env.DATABASE_URL?.startsWith('sqlite:') ? env.DATABASE_URL.slice('sqlite:'.length) : undefined;
-    const keptEnv =
+    const keptEnv: NodeJS.ProcessEnv =
       sqliteFile === undefined
-        ? serviceEnv
+        ? { ...serviceEnv }
         : { ...serviceEnv, DATABASE_URL: `sqlite:${join(dir, 'kept.db')}`, TOKENS_FROM: sqliteFile };
+    // BENCH_KEPT_OFF=log,metrics,auth,id,store: the kept-parts server without those (its KEPT_OFF).
+    if (process.env.BENCH_KEPT_OFF) keptEnv.KEPT_OFF = process.env.BENCH_KEPT_OFF;
     const kept = WITH_KEPT ? await start(dir, [KEPT], keptEnv, '0', /listening (\d+)/) : undefined;
     if (kept !== undefined) servers.push(kept);
     if (kept !== undefined && sqliteFile !== undefined)
