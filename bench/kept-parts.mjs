@@ -46,18 +46,19 @@ if (config.database.engine === 'sqlite') {
   copy.close();
 }
 
+/** KEPT_OFF: the parts left out (see the top of this file). */
+const off = new Set((process.env.KEPT_OFF ?? '').split(','));
+
 const authenticator = new TokenAuthenticator(store, Date.now, config.tokenCacheMs);
 const service = new PlantService(store);
 // KEPT_OFF=store: the answers a create and a delete would give, without the store.
-const plants = process.env.KEPT_OFF?.includes('store')
+const plants = off.has('store')
   ? { list: (p, r) => service.list(p, r), create: async (_p, { name, tag }) => ({ name, tag }), delete: async () => {} }
   : service;
 const metrics = new Metrics(store, { clock: Date.now, openStreams: () => 0, log: () => {} });
 // As Fastify makes the app's logger and each request's child (bindings pid, hostname, reqId).
 const logger = pino({ level: config.logLevel }, stdoutLogStream());
 const JSON_TYPE = 'application/json; charset=utf-8';
-/** KEPT_OFF: the parts left out (see the top of this file). */
-const off = new Set((process.env.KEPT_OFF ?? '').split(','));
 let admitted; // KEPT_OFF=auth: the first principal, reused without a check
 /** Each page's body and entity tag, made once, as the service's route keeps them. */
 const pages = new WeakMap();
