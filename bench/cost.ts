@@ -19,7 +19,8 @@
 // The servers run side by side, pinned to core 0; wrk -t1 -c50 on core 1 loads one at a time,
 // alternating (service, bare, minimal, kept parts, service, …). A row's cost is the server's CPU
 // time (user + system, /proc/<pid>/stat) over the run divided by the requests answered; its ratios
-// are bare over service and minimal over service, each the median of the rounds' ratios. The
+// are bare over service, minimal over service and bare over kept parts, each the median of the
+// rounds' ratios. The
 // creates of a round are deleted by the next DELETE round, id for id, so every DELETE finds its
 // plant and answers 204.
 import { execFileSync } from 'node:child_process';
@@ -114,9 +115,18 @@ export async function costRows(engine: string, env: NodeJS.ProcessEnv, label = '
           headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
         })
       ).text();
-    let created = '';
-    for (let i = 1; i <= 10; i++)
-      created = await call('/plants', { method: 'POST', body: `{"id":${i},"name":"plant ${i}","tag":"shade"}` });
+    /** Plants 1 to 10, made through `server`'s API; answers the last one's body. */
+    const tenPlants = async (server: Server): Promise<string> => {
+      let created = '';
+      for (let i = 1; i <= 10; i++)
+        created = await call(
+          '/plants',
+          { method: 'POST', body: `{"id":${i},"name":"plant ${i}","tag":"shade"}` },
+          server,
+        );
+      return created;
+    };
+    const created = await tenPlants(service);
     const bodies = { list10: await call('/plants?limit=10'), created };
     const bare = await start(dir, [BARE], { BARE_BODIES: JSON.stringify(bodies), PORT: '0' }, '0', /listening (\d+)/);
     servers.push(bare);
@@ -133,8 +143,7 @@ export async function costRows(engine: string, env: NodeJS.ProcessEnv, label = '
       };
       minimal = await start(dir, [MINIMAL], minimalEnv, '0', /listening (\d+)/);
       servers.push(minimal);
-      for (let i = 1; i <= 10; i++)
-        await call('/plants', { method: 'POST', body: `{"id":${i},"name":"plant ${i}","tag":"shade"}` }, minimal);
+      await tenPlants(minimal);
     }
     // The service's parts that issue 26 keeps, on bare node:http: on SQLite a file of its own, with
     // the service's tokens copied in; on PostgreSQL the service's database, its ten plants and tokens.
@@ -147,9 +156,7 @@ export async function costRows(engine: string, env: NodeJS.ProcessEnv, label = '
     if (process.env.BENCH_KEPT_OFF) keptEnv.KEPT_OFF = process.env.BENCH_KEPT_OFF;
     const kept = WITH_KEPT ? await start(dir, [KEPT], keptEnv, '0', /listening (\d+)/) : undefined;
     if (kept !== undefined) servers.push(kept);
-    if (kept !== undefined && sqliteFile !== undefined)
-      for (let i = 1; i <= 10; i++)
-        await call('/plants', { method: 'POST', body: `{"id":${i},"name":"plant ${i}","tag":"shade"}` }, kept);
+    if (kept !== undefined && sqliteFile !== undefined) await tenPlants(kept);
     const contenders = [
       ['service', service],
       ['bare', bare],

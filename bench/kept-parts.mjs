@@ -57,7 +57,8 @@ const plants = off.has('store')
   : service;
 const metrics = new Metrics(store, { clock: Date.now, openStreams: () => 0, log: () => {} });
 // As Fastify makes the app's logger and each request's child (bindings pid, hostname, reqId).
-const logger = pino({ level: config.logLevel }, stdoutLogStream());
+const logStream = stdoutLogStream();
+const logger = pino({ level: config.logLevel }, logStream);
 const JSON_TYPE = 'application/json; charset=utf-8';
 let admitted; // KEPT_OFF=auth: the first principal, reused without a check
 /** Each page's body and entity tag, made once, as the service's route keeps them. */
@@ -87,7 +88,7 @@ function answer(request, response, id, started, status, headers, body, route, pr
     Math.round(seconds * 100_000) / 100,
     principal,
   );
-  stdoutLogStream().write(line);
+  logStream.write(line);
 }
 
 const failed = (request, response, id, started, route, principal) => (error) => {
