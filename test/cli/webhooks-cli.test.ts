@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
@@ -16,6 +16,20 @@ const freshDb = (extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv => ({
   DATABASE_URL: `sqlite:${join(dir, `w-${n++}.db`)}`,
   ...extra,
 });
+
+/**
+ * A fresh database with one webhook of alice's (to a closed local port), then `plants` (NDJSON
+ * lines) imported: an import is a change too, and its plants' events give the webhook deliveries.
+ */
+async function aliceWebhookAfterImport(plants: string): Promise<{ env: NodeJS.ProcessEnv; id: string }> {
+  const env = freshDb({ WEBHOOK_ALLOW_PRIVATE: '1' });
+  const added = await runCli(['webhooks', 'add', '--subject', 'alice', '--url', 'http://127.0.0.1:9/x', '--json'], env);
+  const { id } = JSON.parse(added.stdout) as { id: string };
+  const file = join(dir, `plants-${n}.ndjson`);
+  writeFileSync(file, plants);
+  assert.equal((await runCli(['import', file], env)).code, 0);
+  return { env, id };
+}
 
 test('webhooks add prints the secret alone on stdout; list shows it without the secret; remove deletes it', async () => {
   const env = freshDb();
@@ -93,17 +107,9 @@ test('webhooks add refuses a private or non-https URL (exit 1) unless WEBHOOK_AL
 });
 
 test('webhooks deliveries lists what an event produced; retry makes a failed one pending again; enable', async () => {
-  const env = freshDb({ WEBHOOK_ALLOW_PRIVATE: '1' });
-  const added = await runCli(['webhooks', 'add', '--subject', 'alice', '--url', 'http://127.0.0.1:9/x', '--json'], env);
-  const { id } = JSON.parse(added.stdout) as { id: string };
-  // An import is a change too: its plants' events give this webhook its deliveries.
-  const file = join(dir, 'plants.ndjson');
-  const { writeFileSync } = await import('node:fs');
-  writeFileSync(
-    file,
+  const { env, id } = await aliceWebhookAfterImport(
     '{"id":9223372036854775807,"owner":"alice","name":"fern"}\n{"id":2,"owner":"bob","name":"moss"}\n',
   );
-  assert.equal((await runCli(['import', file], env)).code, 0);
   const listed = await runCli(['webhooks', 'deliveries', id, '--json'], env);
   assert.equal(listed.code, 0, listed.stderr);
   const deliveries = JSON.parse(listed.stdout) as Array<{ id: string; type: string; status: string }>;
@@ -130,13 +136,9 @@ test('webhooks deliveries lists what an event produced; retry makes a failed one
 });
 
 test('webhooks deliveries pages with --before, and the hint after a page is the command for the next', async () => {
-  const env = freshDb({ WEBHOOK_ALLOW_PRIVATE: '1' });
-  const added = await runCli(['webhooks', 'add', '--subject', 'alice', '--url', 'http://127.0.0.1:9/x', '--json'], env);
-  const { id } = JSON.parse(added.stdout) as { id: string };
-  const file = join(dir, 'five.ndjson');
-  const { writeFileSync } = await import('node:fs');
-  writeFileSync(file, [1, 2, 3, 4, 5].map((n) => `{"id":${n},"owner":"alice","name":"p${n}"}\n`).join(''));
-  assert.equal((await runCli(['import', file], env)).code, 0);
+  const { env, id } = await aliceWebhookAfterImport(
+    [1, 2, 3, 4, 5].map((n) => `{"id":${n},"owner":"alice","name":"p${n}"}\n`).join(''),
+  );
 
   const whole = JSON.parse((await runCli(['webhooks', 'deliveries', id, '--json'], env)).stdout) as Array<{
     id: string;
