@@ -1,7 +1,10 @@
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { once } from 'node:events';
+import { Readable, Writable } from 'node:stream';
 import { after } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { withIo } from '../src/cli/io.js';
+import { runCommand } from '../src/cli/main.js';
 
 /** The package's command, as `npx plant-store` and `npm start` run it (compiled by `npm test` first). */
 export const BIN = fileURLToPath(new URL('../bin/plant-store.js', import.meta.url));
@@ -33,13 +36,48 @@ export interface CliResult {
   readonly stderr: string;
 }
 
+/**
+ * `plant-store <args>` with `env` over this process's environment: what it printed and its exit
+ * code. Run in this test's own process (runCommand, on streams of its own) unless it must be a
+ * process: `serve` (a server that fails to start ends its process), or a working folder of its own
+ * (`cwd`). A process of the command costs 0.3 to 0.9 s of CPU to start (Node, then the modules a
+ * command loads), and the CLI's tests run hundreds: issue 37 measured them at half of `npm test`'s
+ * time on a slow host. The command as a process is proven by the tests that run it through
+ * runCliProcess, `npx plant-store` (test/cli/npx.test.ts) and a shell (as-printed, walkthrough).
+ */
 export function runCli(args: string[], env: NodeJS.ProcessEnv, cwd?: string): Promise<CliResult> {
+  return args[0] === 'serve' || cwd !== undefined ? runCliProcess(args, env, cwd) : runCliHere(args, env);
+}
+
+/** `plant-store <args>` as a process of its own (`node bin/plant-store.js`), as users run it. */
+export function runCliProcess(args: string[], env: NodeJS.ProcessEnv, cwd?: string): Promise<CliResult> {
   return new Promise((resolve) => {
     execFile(process.execPath, [BIN, ...args], { env: { ...process.env, ...env }, cwd }, (error, stdout, stderr) => {
       const code = error ? (typeof error.code === 'number' ? error.code : 1) : 0;
       resolve({ code, stdout, stderr });
     });
   });
+}
+
+/** `plant-store <args>` in this process: the command's own code, on streams that collect what it says. */
+async function runCliHere(args: string[], env: NodeJS.ProcessEnv): Promise<CliResult> {
+  let stdout = '';
+  let stderr = '';
+  const collect = (add: (text: string) => void): Writable =>
+    new Writable({
+      write(chunk: Buffer | string, _encoding, done) {
+        add(chunk.toString());
+        done();
+      },
+    });
+  const streams = {
+    env: { ...process.env, ...env },
+    stdin: Readable.from([]),
+    stdout: collect((text) => void (stdout += text)),
+    stderr: collect((text) => void (stderr += text)),
+  };
+  const code = await withIo(streams, () => runCommand(args));
+  return { code, stdout, stderr };
 }
 
 /**

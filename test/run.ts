@@ -21,7 +21,7 @@ import { type ThrowawayPostgres, startThrowawayPostgres } from './support/postgr
  * - `e2e` (`npm run test:e2e`): test/e2e/, the real server process started as users start it;
  * - `timing` (`npm run test:timing`): the files whose tests wait on real time, signals and
  *   processes (test/e2e/, the dispatcher and pressure, the change feed, the event store, the
- *   overload guard), which `.ci/run` runs again with a core kept busy.
+ *   overload guard, the browser tests), which `.ci/run` runs again with a core kept busy.
  * TEST_CONCURRENCY sets how many files run at once (default: the cores, plus one: most files
  * wait on sockets, processes and fsync more than they compute). Each file's time goes to
  * test-output/durations-<suite>.txt (durations.txt for files named one by one).
@@ -52,7 +52,7 @@ const SUITES: Record<string, () => string[]> = {
   timing: () =>
     testFiles('test').filter(
       (file) =>
-        /^test\/(e2e|events)\//.test(file) ||
+        /^test\/(e2e|events|browser)\//.test(file) ||
         /^test\/webhooks\/(dispatcher|api-pressure|webhook-delivery)\.test\.ts$/.test(file) ||
         /^test\/store\/event-[a-z-]+\.test\.ts$/.test(file) ||
         file === 'test/http/overload.test.ts',

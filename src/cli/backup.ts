@@ -1,6 +1,7 @@
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { loadConfig } from '../config.js';
+import { io } from './io.js';
 import { describeDatabase } from '../launch.js';
 import { BackupRefusedError, type BackupResult, backupSqlite } from '../store/sqlite-snapshot.js';
 import { Progress, formatCount } from '../transfer/progress.js';
@@ -32,7 +33,7 @@ export async function backupCommand(args: string[]): Promise<number> {
   const { values, positionals } = parseCommand('backup', args, { force: 'boolean' }, { positionals: true });
   if (positionals.length !== 1) throw new UsageError('backup takes one file to write the copy to', 'backup');
   const destination = positionals[0]!;
-  const { database } = loadConfig();
+  const { database } = loadConfig(io().env);
   if (database.engine === 'postgres') {
     // The server's own tool is the right one: it copies every table at one snapshot, on any size.
     err(
@@ -55,7 +56,7 @@ export async function backupCommand(args: string[]): Promise<number> {
   err(databaseLine(database));
   let progress: Progress | undefined;
   const onProgress = (copied: number, total: number): void => {
-    progress ??= new Progress(process.stderr, `of ${formatCount(total)} pages`, {
+    progress ??= new Progress(io().stderr, `of ${formatCount(total)} pages`, {
       totalBytes: total,
       lineEvery: Math.max(LINE_EVERY_PAGES, Math.ceil(total / 10)),
     });
@@ -69,7 +70,7 @@ export async function backupCommand(args: string[]): Promise<number> {
     err(`plant-store: ${error.message}`);
     return 2;
   }
-  (progress ?? new Progress(process.stderr, 'pages')).finish(
+  (progress ?? new Progress(io().stderr, 'pages')).finish(
     `Backed up ${describeDatabase(database)} to ${destination}: ${formatBytes(copied.bytes)} ` +
       `(${formatCount(copied.pages)} pages)`,
   );

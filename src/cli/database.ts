@@ -1,6 +1,7 @@
 import { existsSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
 import { type DatabaseTarget, loadConfig } from '../config.js';
+import { io } from './io.js';
 import { describeDatabase } from '../launch.js';
 import { openStore } from '../store/open-store.js';
 import type { Store } from '../store/store.js';
@@ -29,7 +30,7 @@ export function databaseLine(database: DatabaseTarget): string {
 
 /** Opens the configured store, brought up to date, for one command, and says which database it is. */
 export async function withStore<T>(run: (store: Store, applied: number[]) => Promise<T>): Promise<T> {
-  const config = loadConfig();
+  const config = loadConfig(io().env);
   err(databaseLine(config.database));
   const store = await openStore(config.database, { poolSize: config.databasePoolSize });
   try {

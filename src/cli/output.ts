@@ -1,4 +1,5 @@
 // What every subcommand of the plant-store command shares: its two streams, tables, usage errors.
+import { io } from './io.js';
 
 /**
  * A mistake in how the command was called: the message, then the usage of `command` (as the usage
@@ -13,8 +14,8 @@ export class UsageError extends Error {
   }
 }
 
-export const out = (text: string): void => void process.stdout.write(`${text}\n`);
-export const err = (text: string): void => void process.stderr.write(`${text}\n`);
+export const out = (text: string): void => void io().stdout.write(`${text}\n`);
+export const err = (text: string): void => void io().stderr.write(`${text}\n`);
 
 /**
  * A reader that stops early (`plant-store export | head -1`) closes the pipe. Node ignores SIGPIPE,

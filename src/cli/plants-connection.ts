@@ -8,6 +8,7 @@ import {
   RETRY_STATUSES,
 } from '@plant-store/client';
 import { DEFAULT_CLIENT_URL, loadClientSettings } from '../config.js';
+import { io } from './io.js';
 import { UsageError, err } from './output.js';
 
 /** `plants …`: 1 when the server refused, 3 when it could not be reached (2 stays "called wrongly"). */
@@ -32,7 +33,7 @@ export const PLANTS_CONNECTION_USAGE = `  These take --url <url> (or PLANT_STORE
 
 /** A client of the server at --url / PLANT_STORE_URL, with --token / PLANT_STORE_TOKEN. */
 export function plantsClient(values: { url?: string | undefined; token?: string | undefined }, command: string) {
-  const settings = loadClientSettings();
+  const settings = loadClientSettings(io().env);
   const baseUrl = values.url ?? settings.url;
   const token = values.token ?? settings.token;
   if (!token) {

@@ -2,6 +2,7 @@
 import { once } from 'node:events';
 import { LIMIT, type Plant, type PlantStoreClient, toInt64 } from '@plant-store/client';
 import { parseCommand } from './args.js';
+import { io } from './io.js';
 import { UsageError, err, out, table } from './output.js';
 import { CONNECTION, exitForFailure, plantsClient } from './plants-connection.js';
 
@@ -40,7 +41,8 @@ function countArg(text: string | undefined, name: string, max: number, what: str
 
 /** Writes, waiting when the stream's buffer is full: a long listing must not pile up in memory. */
 async function emit(text: string): Promise<void> {
-  if (!process.stdout.write(text)) await once(process.stdout, 'drain');
+  const { stdout } = io();
+  if (!stdout.write(text)) await once(stdout, 'drain');
 }
 
 /**
@@ -84,7 +86,7 @@ async function plantsList(args: string[]): Promise<void> {
       first = false;
     }
     await emit(first ? '[]\n' : '\n]\n');
-  } else if (process.stdout.isTTY) {
+  } else if (io().stdout.isTTY) {
     const rows: Plant[] = [];
     for await (const plant of plants) rows.push(plant);
     if (rows.length === 0) err('No plants.');

@@ -5,6 +5,7 @@ import { importPlants } from '../transfer/import.js';
 import { Progress, formatCount } from '../transfer/progress.js';
 import { parseCommand } from './args.js';
 import { withStore } from './database.js';
+import { io } from './io.js';
 import { UsageError, err } from './output.js';
 
 const MAX_PROBLEMS_SHOWN = 50;
@@ -17,7 +18,7 @@ export const TRANSFER_USAGE = `  export                        write every plant
 export async function exportCommand(args: string[]): Promise<number> {
   parseCommand('export', args, {});
   const written = await withStore((store) =>
-    exportPlants(store, process.stdout, new Progress(process.stderr, 'plants', { lineEvery: 100_000 })),
+    exportPlants(store, io().stdout, new Progress(io().stderr, 'plants', { lineEvery: 100_000 })),
   );
   err(`Exported ${formatCount(written)} plants.`);
   return 0;
@@ -38,8 +39,8 @@ export async function importCommand(args: string[]): Promise<number> {
       throw new UsageError(`cannot read ${source}: ${reason}; give an NDJSON file, or - to read stdin`, command);
     }
   }
-  const input = source === '-' ? process.stdin : createReadStream(source);
-  const progress = new Progress(process.stderr, 'lines', { totalBytes });
+  const input = source === '-' ? io().stdin : createReadStream(source);
+  const progress = new Progress(io().stderr, 'lines', { totalBytes });
   const summary = await withStore((store) => importPlants(input, store, { progress, maxProblems: MAX_PROBLEMS_SHOWN }));
   const problems = summary.invalid + summary.conflicts;
   for (const problem of summary.problems) err(`line ${problem.line}: ${problem.message}`);

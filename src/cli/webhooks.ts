@@ -1,4 +1,5 @@
 import { loadConfig } from '../config.js';
+import { io } from './io.js';
 import { HttpError } from '../errors.js';
 import { parseDecimalBigInt } from '../http/validation.js';
 import type { EventType, Store } from '../store/store.js';
@@ -56,7 +57,7 @@ const onlyId = (args: string[], command: string): string =>
 
 /** `plant-store webhooks …`: the operator's view of every subject's webhooks, on the same settings as serve. */
 export async function webhooksCommand(sub: string | undefined, args: string[], withStore: WithStore): Promise<number> {
-  const config = loadConfig();
+  const config = loadConfig(io().env);
   const service = (store: Store) => new WebhookService(store, config.events, new SecretBox(config.events.secretsKey));
   try {
     switch (sub) {

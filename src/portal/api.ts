@@ -16,6 +16,14 @@ export class ApiError extends Error {
   }
 }
 
+/** A call ended on purpose (signed out, or a change about to be made): nothing to show for it. */
+export class Cancelled extends Error {
+  override name = 'Cancelled';
+  constructor() {
+    super('cancelled');
+  }
+}
+
 export interface Answer<T> {
   readonly body: T;
   readonly headers: Headers;
@@ -30,28 +38,50 @@ export function nextLink(headers: Headers): string | undefined {
   return match ? new URL(match[1]!, location.href).href : undefined;
 }
 
+/**
+ * One signed-in session's calls. Its reads end when it is closed (signing out) or when a change is
+ * about to be made (`cancelReads`), so that no answer read for one person, or from before a change,
+ * is drawn after it: those calls end with Cancelled, which the page does not show.
+ */
 export class Api {
+  private readonly session = new AbortController();
+  private reads = new AbortController();
+
   constructor(readonly token: string) {}
 
+  /** Signing out: every call of this session still under way ends, and its answer is dropped. */
+  close(): void {
+    this.session.abort();
+  }
+
+  /** Ends the reads under way (not the changes): what they would show is about to change. */
+  cancelReads(): void {
+    this.reads.abort();
+    this.reads = new AbortController();
+  }
+
   async get<T>(path: string): Promise<Answer<T>> {
-    return this.call<T>('GET', path);
+    return this.call<T>('GET', path, undefined, AbortSignal.any([this.session.signal, this.reads.signal]));
   }
 
   async send<T>(method: 'POST' | 'PATCH' | 'DELETE', path: string, body?: unknown): Promise<Answer<T>> {
-    return this.call<T>(method, path, body);
+    return this.call<T>(method, path, body, this.session.signal);
   }
 
-  private async call<T>(method: string, path: string, body?: unknown): Promise<Answer<T>> {
+  private async call<T>(method: string, path: string, body: unknown, signal: AbortSignal): Promise<Answer<T>> {
     const headers: Record<string, string> = { authorization: `Bearer ${this.token}`, accept: 'application/json' };
     if (body !== undefined) headers['content-type'] = 'application/json';
     const url = /^https?:/.test(path) ? path : apiUrl(path);
     let response: Response;
+    let text: string;
     try {
-      response = await fetch(url, { method, headers, body: body === undefined ? null : JSON.stringify(body) });
+      response = await fetch(url, { method, headers, body: body === undefined ? null : JSON.stringify(body), signal });
+      text = await response.text();
     } catch {
+      if (signal.aborted) throw new Cancelled();
       throw new ApiError(0, 'The server cannot be reached. Check your connection and try again.');
     }
-    const text = await response.text();
+    if (signal.aborted) throw new Cancelled();
     if (response.ok) return { body: (text === '' ? null : parseJson(text)) as T, headers: response.headers };
     throw refusal(response, text);
   }

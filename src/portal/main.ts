@@ -1,4 +1,4 @@
-import { Api, ApiError } from './api.js';
+import { Api, ApiError, Cancelled } from './api.js';
 import { DeliveriesPanel } from './deliveries.js';
 import { SecretDialog, messageOf } from './dialogs.js';
 import { byId } from './dom.js';
@@ -26,6 +26,8 @@ let api: Api | undefined;
 let timer: ReturnType<typeof setTimeout> | undefined;
 let reading = false;
 let readAgain = false;
+/** Changes under way through page.quietly: no read starts until they end. */
+let changing = 0;
 
 const page: Page = {
   get api(): Api {
@@ -37,12 +39,24 @@ const page: Page = {
     notice.textContent = message;
   },
   fail(error) {
+    if (error instanceof Cancelled) return;
     if (error instanceof ApiError && error.status === 401) return signOut(error.message);
     notice.textContent = '';
     problem.textContent = messageOf(error);
   },
   refresh(delayMs = 0) {
     schedule(delayMs);
+  },
+  async quietly(change) {
+    changing++;
+    clearTimeout(timer);
+    api?.cancelReads();
+    try {
+      return await change();
+    } finally {
+      changing--;
+      schedule(0);
+    }
   },
 };
 
@@ -57,7 +71,7 @@ function schedule(ms: number): void {
 
 /** Reads the webhooks, then the chosen one's deliveries; one read at a time. */
 async function read(): Promise<void> {
-  if (api === undefined) return;
+  if (api === undefined || changing > 0) return;
   if (reading) return void (readAgain = true);
   reading = true;
   try {
@@ -104,6 +118,7 @@ async function signIn(token: string): Promise<void> {
 
 function signOut(why = ''): void {
   forgetToken();
+  api?.close();
   api = undefined;
   clearTimeout(timer);
   feed.stop();

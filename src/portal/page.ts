@@ -9,4 +9,9 @@ export interface Page {
   fail(error: unknown): void;
   /** Reads the webhooks and deliveries again soon. */
   refresh(delayMs?: number): void;
+  /**
+   * Runs a change with no read under way or started meanwhile (a read sent before a delete would
+   * ask the server for what the delete removed), then reads again.
+   */
+  quietly<T>(change: () => Promise<T>): Promise<T>;
 }

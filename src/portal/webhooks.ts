@@ -163,9 +163,8 @@ export class WebhooksPanel {
   private delete(webhook: Webhook): void {
     byId('delete-of', HTMLParagraphElement).textContent = webhook.url;
     this.remove.open(async () => {
-      await this.page().api.send('DELETE', path(webhook));
+      await this.page().quietly(() => this.page().api.send('DELETE', path(webhook)));
       this.page().notify(`Deleted ${webhook.url}.`);
-      this.page().refresh();
     });
   }
 

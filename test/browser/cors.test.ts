@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { runCli, startServer } from '../process.js';
-import { CHROMIUM, MISSING, launchLocalOnly, skip } from './chromium.js';
+import { BROWSER_TEST_TIMEOUT_MS, CHROMIUM, MISSING, PATIENCE_MS, launchLocalOnly, skip } from './chromium.js';
 import { cleanupsInReverse } from '../support/cleanups.js';
 
 // CORS_ORIGINS in a real browser (issue 15): a page from another origin (the same host, another
@@ -154,7 +154,7 @@ async function token(env: NodeJS.ProcessEnv, subject: string): Promise<string> {
 test(
   'a browser app on an allowed origin uses the API; one on another origin is refused',
   {
-    timeout: 60_000,
+    timeout: BROWSER_TEST_TIMEOUT_MS,
     skip,
   },
   async (t) => {
@@ -188,7 +188,7 @@ test(
       if (new URL(request.url()).hostname !== '127.0.0.1') elsewhere.push(request.url());
     });
     const page = await context.newPage();
-    page.setDefaultTimeout(10_000);
+    page.setDefaultTimeout(PATIENCE_MS);
     assert.equal((await page.goto(`${allowed.origin}/`))?.status(), 200);
     await page.waitForFunction(() => 'plantsApp' in globalThis);
 

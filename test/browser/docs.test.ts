@@ -7,7 +7,7 @@ import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { type Locator, type Page, chromium } from 'playwright-core';
 import { runCli, startServer } from '../process.js';
-import { CHROMIUM, MISSING, skip } from './chromium.js';
+import { BROWSER_TEST_TIMEOUT_MS, CHROMIUM, MISSING, PATIENCE_MS, skip } from './chromium.js';
 import { cleanupsInReverse } from '../support/cleanups.js';
 
 const SCREENSHOT = fileURLToPath(new URL('../../test-output/docs.png', import.meta.url));
@@ -45,7 +45,7 @@ async function tryItOut(block: Locator): Promise<{ status: string; body: string;
   await block.locator('button.try-out__btn').click();
   await block.locator('button.execute').click();
   const response = block.locator('.live-responses-table .response');
-  await response.first().waitFor({ timeout: 15_000 });
+  await response.first().waitFor();
   const body = response.locator('.response-col_description pre');
   return {
     status: (await response.locator('.response-col_status').first().innerText()).trim(),
@@ -54,7 +54,7 @@ async function tryItOut(block: Locator): Promise<{ status: string; body: string;
   };
 }
 
-test('GET /docs in headless Chromium', { timeout: 90_000, skip }, async (t) => {
+test('GET /docs in headless Chromium', { timeout: BROWSER_TEST_TIMEOUT_MS, skip }, async (t) => {
   assert.ok(existsSync(CHROMIUM), MISSING);
   // Undone in reverse order: the browser, the server, then its database.
   const cleanups = cleanupsInReverse(t);
@@ -96,7 +96,7 @@ test('GET /docs in headless Chromium', { timeout: 90_000, skip }, async (t) => {
     if (response.status() >= 400) errorStatuses.push(`${response.status()} ${response.url()}`);
   });
   const page = await context.newPage();
-  page.setDefaultTimeout(10_000);
+  page.setDefaultTimeout(PATIENCE_MS);
   page.on('console', (message) => {
     if (message.type() === 'error') consoleErrors.push(message.text());
   });

@@ -9,7 +9,7 @@ import type { Locator, Page } from 'playwright-core';
 import { Webhook as Verifier } from 'standardwebhooks';
 import { Receiver } from '../e2e/webhook-receiver.js';
 import { callServer, runCli, startServer } from '../process.js';
-import { CHROMIUM, MISSING, launchLocalOnly, skip } from './chromium.js';
+import { BROWSER_TEST_TIMEOUT_MS, CHROMIUM, MISSING, PATIENCE_MS, launchLocalOnly, skip } from './chromium.js';
 import { cleanupsInReverse } from '../support/cleanups.js';
 
 // Issue 27, point 8: the subscribers' page at /portal, driven in Debian's Chromium as a person
@@ -48,7 +48,7 @@ const CONTROLS = `[...document.querySelectorAll('button, input, select, textarea
 test(
   'the portal in headless Chromium: sign in, manage a webhook, follow its deliveries and the feed',
   {
-    timeout: 120_000,
+    timeout: BROWSER_TEST_TIMEOUT_MS,
     skip,
   },
   async (t) => {
@@ -88,7 +88,7 @@ test(
       if (response.status() >= 400) refused.push(`${response.status()} ${new URL(response.url()).pathname}`);
     });
     const page: Page = await context.newPage();
-    page.setDefaultTimeout(15_000);
+    page.setDefaultTimeout(PATIENCE_MS);
     page.on('console', (message) => {
       // Chromium logs each 4xx answer as an error too; those are checked one by one below (refused).
       const text = message.text();
@@ -184,7 +184,7 @@ test(
 
       await t.test('its delivery is shown, and opens to its attempts', async () => {
         await deliveryRow('delivered', 'plant.created').waitFor();
-        await receiver.until((received) => received.some((r) => r.body.includes(BIG_ID) && r.verified));
+        await receiver.until((received) => received.some((r) => r.body.includes(BIG_ID) && r.verified), PATIENCE_MS);
         await deliveryRow('delivered', 'plant.created').getByRole('button', { name: 'Show attempts' }).click();
         const attempts = page.getByRole('table', { name: /^Attempts of delivery \d+, newest first$/ });
         await attempts.waitFor();
@@ -195,14 +195,14 @@ test(
       await t.test('Ping sends a signed webhook.ping', async () => {
         await webhookItem().getByRole('button', { name: 'Ping' }).click();
         await deliveryRow('delivered', 'webhook.ping').waitFor();
-        await receiver.until((received) => received.some((r) => r.type === 'webhook.ping' && r.verified));
+        await receiver.until((received) => received.some((r) => r.type === 'webhook.ping' && r.verified), PATIENCE_MS);
       });
 
       await t.test('Retry sends one delivery again, with the same webhook-id', async () => {
         const first = receiver.received.find((r) => r.body.includes(BIG_ID))!;
         await deliveryRow('delivered', 'plant.created').getByRole('button', { name: 'Retry' }).click();
         await said(/^Delivery \d+ is sent again\.$/).waitFor();
-        await receiver.until((received) => received.filter((r) => r.id === first.id).length === 2);
+        await receiver.until((received) => received.filter((r) => r.id === first.id).length === 2, PATIENCE_MS);
       });
 
       await t.test('a broken receiver fails the delivery; fixed, Recover sends it again', async () => {
@@ -224,7 +224,7 @@ test(
         assert.ok(sinceMs >= opened - 86_400_000 && sinceMs <= read - 86_400_000, `${since} is 24 hours back`);
         await recover.getByRole('button', { name: 'Recover' }).click();
         await said('1 failed delivery is pending again.').waitFor();
-        await receiver.until((received) => received.some((r) => r.body === '{"id":2,"name":"Fern"}'));
+        await receiver.until((received) => received.some((r) => r.body === '{"id":2,"name":"Fern"}'), PATIENCE_MS);
         await webhookItem()
           .getByText(/^failing since/)
           .waitFor({ state: 'detached' });
@@ -253,7 +253,7 @@ test(
         await shown.getByRole('button', { name: 'Done' }).click();
 
         await createPlant('{"id":3,"name":"Cactus"}');
-        await receiver.until((received) => received.some((r) => r.body === '{"id":3,"name":"Cactus"}'));
+        await receiver.until((received) => received.some((r) => r.body === '{"id":3,"name":"Cactus"}'), PATIENCE_MS);
         const delivery = receiver.received.find((r) => r.body === '{"id":3,"name":"Cactus"}')!;
         const headers = delivery.headers as Record<string, string>;
         assert.equal(headers['webhook-signature']!.split(' ').length, 2, 'two signatures');
@@ -313,7 +313,7 @@ test(
     await t.test('Older deliveries follows the Link header, Newer deliveries comes back', async () => {
       // 4 deliveries so far (3 plants and the ping) and 17 more: 21, one more than a page.
       for (let id = 100; id < 117; id++) await createPlant(`{"id":${id},"name":"Seedling ${id}"}`);
-      await receiver.until((received) => received.some((r) => r.body.includes('"id":116')));
+      await receiver.until((received) => received.some((r) => r.body.includes('"id":116')), PATIENCE_MS);
       const first = page
         .getByRole('row')
         .filter({ hasText: 'plant.created', has: page.getByRole('cell', { name: '1', exact: true }) });

@@ -3,7 +3,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
-import { runCli } from '../process.js';
+import { runCli, runCliProcess } from '../process.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'plant-store-cli-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
@@ -183,4 +183,22 @@ test("--version and -v print package.json's version alone on stdout and exit 0",
     const r = await runCli([flag], {});
     assert.deepEqual(r, { code: 0, stdout: `${version}\n`, stderr: '' }, flag);
   }
+});
+
+test('as a process (node bin/plant-store.js) a command says and exits what runCli sees in the tests: 0, 1 and 2', async () => {
+  // The other tests run the command in their own process (runCli, issue 37): here the same calls,
+  // as processes, answer the same exit codes, stdout and stderr.
+  const env = freshDb();
+  assert.equal((await runCli(['migrate'], env)).code, 0); // the database exists before either run
+  const cases: string[][] = [['--version'], ['token', 'list', '--json'], ['token', 'revoke', 'nope'], ['launch']];
+  const codes: number[] = [];
+  for (const args of cases) {
+    const [here, process] = [await runCli(args, env), await runCliProcess(args, env)];
+    assert.deepEqual(process, here, args.join(' '));
+    codes.push(process.code);
+  }
+  assert.deepEqual(codes, [0, 0, 1, 2]);
+  const setting = await runCliProcess(['migrate'], { DATABASE_URL: 'mysql://nope' });
+  assert.equal(setting.code, 2);
+  assert.match(setting.stderr, /^plant-store: DATABASE_URL /);
 });
