@@ -19,7 +19,7 @@ const installed = (name) => {
 const root = fileURLToPath(here('..')).replace(/[\\/]$/, '');
 const missing = !installed('fastify')
   ? `the dependencies are not installed: run \`npm ci\` in ${root} first (it also builds dist/)`
-  : existsSync(here('../dist/cli.js'))
+  : existsSync(here('../dist/cli.js')) && existsSync(here('../dist/vendor/typebox.js'))
     ? undefined
     : installed('typescript')
       ? `dist/ (the compiled TypeScript) is missing: run \`npm run build\` in ${root} first`

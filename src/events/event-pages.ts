@@ -1,5 +1,5 @@
 import type { FastifyReply } from 'fastify';
-import Type from 'typebox';
+import Type from '#typebox';
 import { HttpError } from '../errors.js';
 import { negotiateMediaType } from '../http/accept.js';
 import { parseDecimalBigInt } from '../http/validation.js';

@@ -1,5 +1,5 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import Type from 'typebox';
+import Type from '#typebox';
 import { HttpError } from '../errors.js';
 import { varyOnAccept } from '../http/accept.js';
 import type { ApiPart } from '../http/openapi.js';

@@ -1,5 +1,5 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import Type from 'typebox';
+import Type from '#typebox';
 import { requireJson } from '../http/json-body.js';
 import type { ApiPart } from '../http/openapi.js';
 import { EncodedBodies, Representation, sendRepresentation } from '../http/representation.js';

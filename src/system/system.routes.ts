@@ -2,7 +2,7 @@ import { readFile } from 'node:fs/promises';
 import swagger from '@fastify/swagger';
 import swaggerUi, { type FastifySwaggerUiOptions as SwaggerUiOptions } from '@fastify/swagger-ui';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import Type from 'typebox';
+import Type from '#typebox';
 import { HttpError } from '../errors.js';
 import type { ApiPart } from '../http/openapi.js';
 import { errorResponses } from '../http/responses.js';

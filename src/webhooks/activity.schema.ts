@@ -1,4 +1,4 @@
-import Type, { type Static } from 'typebox';
+import Type, { type Static } from '#typebox';
 import type { AttemptCounts, AttemptSpan } from '../store/store.js';
 
 // GET /webhooks/{id}/activity (issue 27): a webhook's attempts of the last 24 hours, by the hour,

@@ -1,4 +1,4 @@
-import Type, { type Static } from 'typebox';
+import Type, { type Static } from '#typebox';
 import { PING_TYPE } from '../store/store.js';
 import { int64 } from '../wire/schemas.js';
 import { EXAMPLE_WEBHOOK, EventTypeSchema, Timestamp, WebhookId } from './webhook.schema.js';

@@ -1,5 +1,5 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import Type from 'typebox';
+import Type from '#typebox';
 import { requireJson } from '../http/json-body.js';
 import { errorResponses } from '../http/responses.js';
 import {

@@ -1,4 +1,4 @@
-import Type, { type Static } from 'typebox';
+import Type, { type Static } from '#typebox';
 import type { DisabledReason, EventType } from '../store/store.js';
 import { TEXT_RULE, textPattern } from '../wire/schemas.js';
 

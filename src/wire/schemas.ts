@@ -1,4 +1,4 @@
-import Type from 'typebox';
+import Type from '#typebox';
 
 // The wire shapes that more than one part of the service speaks: `http/` (every error answer) and
 // the features (plants/, webhooks/, events/) alike. They sit below both, and import nothing of
