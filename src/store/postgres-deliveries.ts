@@ -12,6 +12,7 @@ import {
   type DeliveryType,
   type DisabledReason,
   PING_TYPE,
+  storableText,
 } from './store.js';
 
 // Deliveries on PostgreSQL: made from the event log behind a cursor (fanOut), leased by the
@@ -165,6 +166,9 @@ export async function fanOutHoldingEvents(client: pg.PoolClient): Promise<void> 
   await client.query(SQL.fanOutAll);
 }
 
+/** An attempt's text as a text column takes it (the sender's answer already is; an error may not be). */
+const storable = (text: string | null): string | null => (text === null ? null : storableText(text));
+
 /** A delivered attempt to record (recordDelivered). */
 interface Delivered {
   readonly id: bigint;
@@ -295,7 +299,7 @@ export class PostgresDeliveries {
           items.map((i) => i.holder),
           items.map((i) => i.outcome.lastStatus),
           items.map((i) => i.outcome.durationMs),
-          items.map((i) => i.outcome.response),
+          items.map((i) => storable(i.outcome.response)),
         ],
         this.dispatch(),
       );
@@ -314,8 +318,18 @@ export class PostgresDeliveries {
   private recordValues(id: bigint, holder: string, o: AttemptOutcome): unknown[] {
     const { status, lastStatus, lastError, retryInMs, healthy, disable, disableWhenFailingForMs } = o;
     return [
-      ...[id, holder, status, lastStatus, lastError, retryInMs ?? 0, healthy, disable, disableWhenFailingForMs],
-      ...[o.durationMs, o.response],
+      ...[
+        id,
+        holder,
+        status,
+        lastStatus,
+        storable(lastError),
+        retryInMs ?? 0,
+        healthy,
+        disable,
+        disableWhenFailingForMs,
+      ],
+      ...[o.durationMs, storable(o.response)],
     ];
   }
 

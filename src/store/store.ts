@@ -273,6 +273,12 @@ export interface AttemptOutcome {
   readonly response: string | null;
 }
 
+/**
+ * `text` as every engine stores it: U+0000, which a PostgreSQL text column refuses ("invalid byte
+ * sequence for encoding UTF8: 0x00"), becomes U+FFFD, as a byte that is not UTF-8 does when read.
+ */
+export const storableText = (text: string): string => text.replaceAll('\u0000', '\uFFFD');
+
 /** false: the lease was lost, nothing recorded; 'disabled': recorded, and it disabled the webhook. */
 export type AttemptRecorded = boolean | 'disabled';
 

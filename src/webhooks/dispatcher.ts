@@ -2,7 +2,15 @@ import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { FastifyBaseLogger } from 'fastify';
 import type { EventSettings } from '../config.js';
-import { type ClaimedDelivery, FAN_OUT_BATCH, PING_TYPE, failureFields, type Store } from '../store/store.js';
+import {
+  type AttemptOutcome,
+  type AttemptRecorded,
+  type ClaimedDelivery,
+  FAN_OUT_BATCH,
+  PING_TYPE,
+  failureFields,
+  type Store,
+} from '../store/store.js';
 import type { ApiPressure } from './api-pressure.js';
 import { type AttemptResultKind, attemptResultKind } from './attempt-result.js';
 import { logDisabled } from './disabled-log.js';
@@ -228,7 +236,7 @@ export class Dispatcher {
       retries: delivery.type !== PING_TYPE,
     });
     try {
-      const recorded = await this.store.recordAttempt(delivery.id, this.holder, outcome);
+      const recorded = await this.record(delivery, outcome);
       if (!recorded)
         this.log.warn(
           { delivery: String(delivery.id) },
@@ -252,6 +260,26 @@ export class Dispatcher {
         { ...failureFields(error), delivery: String(delivery.id) },
         'webhook dispatcher: could not record an attempt',
       );
+    }
+  }
+
+  /**
+   * Records the attempt's outcome. Should that fail, it is recorded again without the attempt's
+   * details (the receiver's answer, the error's words): whatever a receiver answered, the outcome
+   * counts (contract 1.3.0), and a delivery is never left to be sent again and again because its
+   * answer could not be stored. Throws when that fails too (the database is away): the lease then
+   * runs out and the delivery is sent again, at least once and never lost.
+   */
+  private async record(delivery: ClaimedDelivery, outcome: AttemptOutcome): Promise<AttemptRecorded> {
+    try {
+      return await this.store.recordAttempt(delivery.id, this.holder, outcome);
+    } catch (error) {
+      const recorded = await this.store.recordAttempt(delivery.id, this.holder, withoutDetails(outcome));
+      this.log.warn(
+        { ...failureFields(error), delivery: String(delivery.id) },
+        "webhook dispatcher: an attempt's details could not be recorded; its outcome is, without them",
+      );
+      return recorded;
     }
   }
 
@@ -281,6 +309,18 @@ export class Dispatcher {
     while (this.sending.size > 0) await Promise.allSettled([...this.sending]);
     await this.store.releaseLeases(this.holder).catch(() => {});
   }
+}
+
+/** An outcome without what the receiver or the network said: what any store can record. */
+function withoutDetails(outcome: AttemptOutcome): AttemptOutcome {
+  const lost = "this attempt's details could not be recorded";
+  const lastError =
+    outcome.lastError === null
+      ? null
+      : outcome.lastStatus === null
+        ? lost
+        : `the receiver answered ${outcome.lastStatus}; ${lost}`;
+  return { ...outcome, lastError, response: null };
 }
 
 /**

@@ -1,4 +1,5 @@
 import { Agent } from 'undici';
+import { storableText } from '../store/store.js';
 import { checkedLookup, checkWebhookUrl, type Resolve } from './address-policy.js';
 
 export interface WebhookSenderOptions {
@@ -148,8 +149,11 @@ export class WebhookSender {
 }
 
 /**
- * Keeps the first `limit` bytes of a response body. Leaving the loop early destroys the stream,
- * which makes undici drop the connection instead of reading a large or endless answer.
+ * Keeps the first `limit` bytes of a response body, as text every engine stores (contract 1.3.0:
+ * "whatever its bytes"): decoded as UTF-8, each byte that is not UTF-8 becomes U+FFFD, and so does
+ * U+0000, which a PostgreSQL text column refuses (a 200 with `ok\0` once left its delivery to be
+ * sent again for ever). Leaving the loop early destroys the stream, which makes undici drop the
+ * connection instead of reading a large or endless answer.
  */
 async function readPrefix(body: AsyncIterable<Uint8Array>, limit: number): Promise<string> {
   const chunks: Uint8Array[] = [];
@@ -159,5 +163,5 @@ async function readPrefix(body: AsyncIterable<Uint8Array>, limit: number): Promi
     size += chunk.byteLength;
     if (size >= limit) break;
   }
-  return Buffer.concat(chunks).subarray(0, limit).toString('utf8');
+  return storableText(Buffer.concat(chunks).subarray(0, limit).toString('utf8'));
 }

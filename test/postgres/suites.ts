@@ -8,7 +8,8 @@ import { stopSharedPostgres } from '../support/postgres.js';
  * engine before the suites load affects only them.
  *
  * `engineFree` names the files of the folder that never reach a store (pure units: the address
- * policy, the sender, the signing). They are not run again here: they would only repeat, and a
+ * policy, the sender, the signing), or reach one only to read what no engine changes (the OpenAPI
+ * document). They are not run again here: they would only repeat, and a
  * file-wide hook of one (webhook-api's DNS guard) would reach the others in this one process.
  */
 export async function onPostgres(folder: string, engineFree: readonly string[] = []): Promise<void> {

@@ -22,7 +22,7 @@ export interface Request {
 export interface Answer {
   readonly status: number;
   readonly headers?: Record<string, string>;
-  readonly body?: string;
+  readonly body?: string | Buffer;
 }
 
 /** A receiver that records every request and answers what `answer` says (204 by default). */
