@@ -170,7 +170,7 @@ describe("a failure to record an attempt's details still counts the attempt", ()
         h.settings,
         log,
         undefined,
-        h.now,
+        () => h.now(),
       );
       // Stopped before the harness closes the store (its after-hook was registered first).
       try {
