@@ -76,6 +76,8 @@ export interface EventSettings {
   /** Deliveries in flight in one process, and to one webhook from one process. */
   readonly maxInFlight: number;
   readonly maxInFlightPerWebhook: number;
+  /** A subject's webhooks together (contract 1.3.0, fairness): a quarter of maxInFlight. */
+  readonly maxInFlightPerSubject: number;
   /** A webhook that failed every attempt this long is disabled. */
   readonly disableAfterFailingMs: number;
   readonly maxWebhooksPerSubject: number;
@@ -283,6 +285,7 @@ function parseEventSettings(env: NodeJS.ProcessEnv): EventSettings {
     leaseMs: 60_000,
     maxInFlight: 256,
     maxInFlightPerWebhook: 32,
+    maxInFlightPerSubject: 64,
     disableAfterFailingMs: 5 * 86_400_000,
     maxWebhooksPerSubject: 20,
     heartbeatMs: 15_000,

@@ -81,7 +81,7 @@ async function settlePostgres(): Promise<ThrowawayPostgres | undefined> {
     await reachable(given);
     return undefined;
   }
-  const server = await startThrowawayPostgres();
+  const server = await startThrowawayPostgres({ scratch: true });
   await reachable(server.url);
   return server;
 }

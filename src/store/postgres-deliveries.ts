@@ -12,6 +12,7 @@ import {
   type DeliveryType,
   type DisabledReason,
   PING_TYPE,
+  type SubjectShares,
   storableText,
 } from './store.js';
 
@@ -74,17 +75,31 @@ const SQL = {
     WHERE id = $1 AND webhook_id = $2 AND webhook_id IN (SELECT id FROM webhooks WHERE id = $2 AND ($3::text IS NULL OR owner = $3))
     RETURNING id`,
   // Each active webhook's earliest due deliveries that no other dispatcher holds (its share, less
-  // what this one already has out), read through deliveries_due_by_webhook: a claim costs the same
-  // whatever the backlog. SKIP LOCKED passes over rows another dispatcher is leasing right now.
-  claim: `WITH candidate AS (
-      SELECT d.id FROM webhooks w CROSS JOIN LATERAL (
-        SELECT id FROM deliveries
-        WHERE webhook_id = w.id AND status = 'pending' AND next_attempt_at <= ${NOW}
+  // what this one already has out, and no more than its subject's share: $7 a subject, less $8),
+  // read through deliveries_due_by_webhook: a claim costs the same whatever the backlog. SKIP
+  // LOCKED passes over rows another dispatcher is leasing right now. The webhooks take turns from
+  // the one after $6, where this dispatcher's last claim ended (round robin), and a subject's
+  // several webhooks together keep to its share (contract 1.3.0: one subject's hanging receivers
+  // once held every slot of a process).
+  claim: `WITH turns AS MATERIALIZED (
+      SELECT id, owner, row_number() OVER (ORDER BY id <= coalesce($6::text, ''), id) AS turn
+      FROM webhooks WHERE status = 'active'),
+    candidate AS (
+      SELECT d.id, t.owner, t.turn, d.next_attempt_at FROM turns t CROSS JOIN LATERAL (
+        SELECT id, next_attempt_at FROM deliveries
+        WHERE webhook_id = t.id AND status = 'pending' AND next_attempt_at <= ${NOW}
           AND (lease_until IS NULL OR lease_until < ${NOW})
         ORDER BY next_attempt_at, id
-        LIMIT greatest(0, $3 - coalesce(($5::jsonb ->> w.id)::int, 0))
-        FOR UPDATE SKIP LOCKED) d
-      WHERE w.status = 'active'
+        LIMIT greatest(0, least($3 - coalesce(($5::jsonb ->> t.id)::int, 0),
+          $7 - coalesce(($8::jsonb ->> t.owner)::int, 0)))
+        FOR UPDATE SKIP LOCKED) d),
+    chosen AS (
+      SELECT id, turn, next_attempt_at FROM (
+        SELECT id, owner, turn, next_attempt_at,
+          row_number() OVER (PARTITION BY owner ORDER BY turn, next_attempt_at, id) AS nth
+        FROM candidate) c
+      WHERE nth <= $7 - coalesce(($8::jsonb ->> owner)::int, 0)
+      ORDER BY turn, next_attempt_at, id
       LIMIT $4),
     -- Pings are sent whatever the webhook's status: those of disabled webhooks (few), each through
     -- deliveries_due_pings. Not one scan of every pending delivery for the pings among them: with
@@ -99,14 +114,15 @@ const SQL = {
         LIMIT $4
         FOR UPDATE SKIP LOCKED) d
       WHERE w.status = 'disabled'
-      LIMIT greatest(0, $4 - (SELECT count(*) FROM candidate))),
+      LIMIT greatest(0, $4 - (SELECT count(*) FROM chosen))),
     leased AS (UPDATE deliveries SET lease_until = ${NOW} + $2, lease_owner = $1
-      WHERE id IN (SELECT id FROM candidate UNION ALL SELECT id FROM pings)
+      WHERE id IN (SELECT id FROM chosen UNION ALL SELECT id FROM pings)
       RETURNING id, event_id, type, attempts, schedule_from, webhook_id)
     SELECT l.id, l.event_id, l.type, l.attempts, l.schedule_from, e.payload, w.id AS webhook_id, w.owner, w.url,
       w.secret, w.previous_secret, w.previous_secret_until
     FROM leased l JOIN webhooks w ON w.id = l.webhook_id LEFT JOIN events e ON e.id = l.event_id
-    ORDER BY l.id`,
+      LEFT JOIN chosen c ON c.id = l.id
+    ORDER BY c.turn NULLS LAST, c.next_attempt_at, l.id`,
   // The webhook's row is written only when its health changes: a row every delivery of a webhook
   // updated would make the concurrent records of its deliveries wait for each other's commits.
   record: `WITH d AS (
@@ -243,11 +259,16 @@ export class PostgresDeliveries {
     perWebhook: number,
     busy: ReadonlyMap<string, number>,
     fanOut: number,
+    subjects: SubjectShares,
   ): Promise<ClaimedDelivery[]> {
     await this.query(SQL.fanOut, [fanOut], this.dispatch());
     const rows = await this.query(
       SQL.claim,
-      [holder, leaseMs, perWebhook, limit, JSON.stringify(Object.fromEntries(busy))],
+      [
+        ...[holder, leaseMs, perWebhook, limit, JSON.stringify(Object.fromEntries(busy))],
+        ...[subjects.after ?? null, Math.min(subjects.perSubject, 2 ** 31 - 1)],
+        JSON.stringify(Object.fromEntries(subjects.busy)),
+      ],
       this.dispatch(),
     );
     return rows.map((r) => ({

@@ -30,6 +30,7 @@ import {
   type TokenRecord,
   type WebhookRecord,
   type WebhookBacklog,
+  ANY_SUBJECT,
   FAN_OUT_BATCH,
 } from './store.js';
 
@@ -216,8 +217,9 @@ export class PostgresStore implements Store {
     perWebhook: number,
     busy: ReadonlyMap<string, number>,
     fanOut = FAN_OUT_BATCH,
+    subjects = ANY_SUBJECT,
   ): Promise<ClaimedDelivery[]> {
-    return this.deliveries.claim(holder, leaseMs, limit, perWebhook, busy, fanOut);
+    return this.deliveries.claim(holder, leaseMs, limit, perWebhook, busy, fanOut, subjects);
   }
 
   recordAttempt(id: bigint, holder: string, outcome: AttemptOutcome): Promise<AttemptRecorded> {

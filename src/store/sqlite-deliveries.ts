@@ -10,6 +10,7 @@ import {
   type DeliveryType,
   type DisabledReason,
   PING_TYPE,
+  type SubjectShares,
 } from './store.js';
 
 // Deliveries on SQLite: made from the event log behind a cursor (fanOut), leased by the
@@ -75,7 +76,7 @@ export function prepareDeliveryStatements(db: Database.Database) {
     ),
     // The lease stays: a delivery in flight is not put in flight a second time.
     retryDelivery: q(`UPDATE deliveries SET status = 'pending', next_attempt_at = ? WHERE id = ? AND webhook_id = ?`),
-    activeWebhooks: q("SELECT id FROM webhooks WHERE status = 'active' ORDER BY id").pluck(),
+    activeWebhooks: q("SELECT id, owner FROM webhooks WHERE status = 'active' ORDER BY id"),
     // Pings are sent whatever the webhook's status: those of disabled webhooks, through deliveries_due_pings.
     duePingsOfDisabled: q(`SELECT d.id FROM deliveries d INDEXED BY deliveries_due_pings
       WHERE d.status = 'pending' AND d.type = '${PING_TYPE}' AND d.next_attempt_at <= ?
@@ -174,6 +175,7 @@ export class SqliteDeliveries {
     perWebhook: number,
     busy: ReadonlyMap<string, number>,
     fanOut: number,
+    subjects: SubjectShares,
   ): ClaimedDelivery[] {
     this.fanOut(fanOut, 'skip');
     const now = this.now();
@@ -182,11 +184,30 @@ export class SqliteDeliveries {
       this.sql.lease.run(now + leaseMs, holder, id);
       claimed.push(toClaimed(this.sql.claimed.get(id) as ClaimRow));
     };
-    for (const webhookId of this.sql.activeWebhooks.all() as string[]) {
-      const room = Math.min(perWebhook - (busy.get(webhookId) ?? 0), limit - claimed.length);
+    // Round robin from the webhook after the last claim's, so that no webhook's id puts it first at
+    // every claim: walked from the first id each time, 8 hanging webhooks took all 256 slots.
+    const webhooks = this.sql.activeWebhooks.all() as Array<{ id: string; owner: string }>;
+    const { after } = subjects;
+    const start =
+      after === undefined
+        ? 0
+        : Math.max(
+            0,
+            webhooks.findIndex((w) => w.id > after),
+          );
+    const taken = new Map<string, number>(); // by subject, in this claim
+    for (let i = 0; i < webhooks.length && claimed.length < limit; i++) {
+      const { id: webhookId, owner } = webhooks[(start + i) % webhooks.length]!;
+      const held = (subjects.busy.get(owner) ?? 0) + (taken.get(owner) ?? 0);
+      const room = Math.min(
+        perWebhook - (busy.get(webhookId) ?? 0),
+        subjects.perSubject - held,
+        limit - claimed.length,
+      );
       if (room <= 0) continue;
-      for (const id of this.sql.dueOf.all(webhookId, now, now, room) as bigint[]) lease(id);
-      if (claimed.length >= limit) break;
+      const due = this.sql.dueOf.all(webhookId, now, now, room) as bigint[];
+      for (const id of due) lease(id);
+      taken.set(owner, (taken.get(owner) ?? 0) + due.length);
     }
     if (claimed.length < limit) {
       for (const id of this.sql.duePingsOfDisabled.all(now, now, limit - claimed.length) as bigint[]) lease(id);

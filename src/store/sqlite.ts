@@ -31,6 +31,7 @@ import {
   type WebhookRecord,
   type WebhookBacklog,
   type TokenRecord,
+  ANY_SUBJECT,
   FAN_OUT_BATCH,
 } from './store.js';
 
@@ -276,8 +277,9 @@ export class SqliteStore implements Store {
     perWebhook: number,
     busy: ReadonlyMap<string, number>,
     fanOut = FAN_OUT_BATCH,
+    subjects = ANY_SUBJECT,
   ): Promise<ClaimedDelivery[]> {
-    return this.leases.run(() => this.deliveries.claim(holder, leaseMs, limit, perWebhook, busy, fanOut));
+    return this.leases.run(() => this.deliveries.claim(holder, leaseMs, limit, perWebhook, busy, fanOut, subjects));
   }
 
   recordAttempt(id: bigint, holder: string, outcome: AttemptOutcome): Promise<AttemptRecorded> {

@@ -274,6 +274,21 @@ export interface AttemptOutcome {
 }
 
 /**
+ * A process's in-flight deliveries by subject (contract 1.3.0, fairness): one subject whose
+ * receivers hang or fail holds at most `perSubject` of them, whatever its number of webhooks.
+ */
+export interface SubjectShares {
+  readonly perSubject: number;
+  /** What the claiming process has in flight now, by subject (the webhooks' owner). */
+  readonly busy: ReadonlyMap<string, number>;
+  /** The webhook the last claim ended with: this one starts after it (wrapping round to the first). */
+  readonly after?: string | undefined;
+}
+
+/** No cap by subject, and the webhooks in id order (the tests that claim for themselves). */
+export const ANY_SUBJECT: SubjectShares = { perSubject: Number.MAX_SAFE_INTEGER, busy: new Map() };
+
+/**
  * `text` as every engine stores it: U+0000, which a PostgreSQL text column refuses ("invalid byte
  * sequence for encoding UTF8: 0x00"), becomes U+FFFD, as a byte that is not UTF-8 does when read.
  */
@@ -343,7 +358,9 @@ export interface WebhookStore {
    * FAN_OUT_BATCH; a create writes only its event, see docs/events.md); then leases up to `limit`
    * due deliveries of active webhooks (and the due pings of disabled ones) for `leaseMs` (store
    * clock), skipping any another dispatcher holds; at most `perWebhook` of one webhook, minus those
-   * `busy` counts.
+   * `busy` counts, and at most `subjects.perSubject` of one subject's webhooks together, minus
+   * those `subjects.busy` counts. The webhooks are taken in turn from the one after
+   * `subjects.after` (round robin), and the deliveries answered in that order.
    */
   claimDeliveries(
     holder: string,
@@ -352,6 +369,7 @@ export interface WebhookStore {
     perWebhook: number,
     busy: ReadonlyMap<string, number>,
     fanOut?: number,
+    subjects?: SubjectShares,
   ): Promise<ClaimedDelivery[]>;
   /**
    * Records an attempt, and its line in the attempt log, in the same write; false when the lease

@@ -45,14 +45,20 @@ export { outcomeOf } from './outcome.js';
  *
  * It wakes when events commit (the store's watchEvents: this process's commits, LISTEN/NOTIFY or
  * PRAGMA data_version for the others) and when the next retry is due, and looks at least every
- * second. At most `maxInFlight` requests are out, `maxInFlightPerWebhook` to one webhook, so a
- * slow receiver holds only its own share; while HTTP requests saturate the process (`pressure`),
+ * second. At most `maxInFlight` requests are out, `maxInFlightPerWebhook` to one webhook and
+ * `maxInFlightPerSubject` to one subject's webhooks together, and each claim starts at the webhook
+ * after the last one's (round robin), so a slow receiver, or a subject's many, holds only its own
+ * share; while HTTP requests saturate the process (`pressure`),
  * only UNDER_PRESSURE_IN_FLIGHT, with a look at most every UNDER_PRESSURE_LOOK_MS, so the API keeps
  * its speed and the deliveries catch up after.
  */
 export class Dispatcher {
   readonly holder = `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
   private readonly inFlight = new Map<string, number>();
+  /** In flight by subject (the webhooks' owner): a subject holds at most maxInFlightPerSubject. */
+  private readonly inFlightBySubject = new Map<string, number>();
+  /** The webhook the last claim ended with: the next starts after it (round robin). */
+  private lastClaimedWebhook: string | undefined;
   private readonly sending = new Set<Promise<void>>();
   private running = false;
   private looking = false;
@@ -158,7 +164,13 @@ export class Dispatcher {
           // Under pressure only as many events are fanned out as can be sent: a burst of creates
           // is not slowed by its webhooks, and the rest is fanned out once it ends.
           saturated ? room : FAN_OUT_BATCH,
+          {
+            perSubject: this.settings.maxInFlightPerSubject,
+            busy: this.inFlightBySubject,
+            after: this.lastClaimedWebhook,
+          },
         );
+        this.lastClaimedWebhook = claimed.at(-1)?.webhook.id ?? this.lastClaimedWebhook;
         for (const delivery of claimed) this.send(delivery);
         if (claimed.length < room) break;
       }
@@ -178,12 +190,12 @@ export class Dispatcher {
   }
 
   private send(delivery: ClaimedDelivery): void {
-    const webhookId = delivery.webhook.id;
-    this.inFlight.set(webhookId, (this.inFlight.get(webhookId) ?? 0) + 1);
+    const { id: webhookId, owner } = delivery.webhook;
+    count(this.inFlight, webhookId, 1);
+    count(this.inFlightBySubject, owner, 1);
     const done = this.attempt(delivery).finally(() => {
-      const left = (this.inFlight.get(webhookId) ?? 1) - 1;
-      if (left === 0) this.inFlight.delete(webhookId);
-      else this.inFlight.set(webhookId, left);
+      count(this.inFlight, webhookId, -1);
+      count(this.inFlightBySubject, owner, -1);
       this.sending.delete(done);
       this.wakeSoon(); // a slot is free: more may be due
     });
@@ -309,6 +321,13 @@ export class Dispatcher {
     while (this.sending.size > 0) await Promise.allSettled([...this.sending]);
     await this.store.releaseLeases(this.holder).catch(() => {});
   }
+}
+
+/** Adds `by` to `key`'s count, forgetting a key whose count reaches 0. */
+function count(counts: Map<string, number>, key: string, by: number): void {
+  const n = (counts.get(key) ?? 0) + by;
+  if (n <= 0) counts.delete(key);
+  else counts.set(key, n);
 }
 
 /** An outcome without what the receiver or the network said: what any store can record. */
