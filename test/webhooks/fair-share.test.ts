@@ -94,7 +94,7 @@ test("a subject's hanging receivers hold at most its share; another subject's de
     } finally {
       clearInterval(burst);
     }
-    assert.equal(JSON.parse(healthy.requests[0]!.body).id, 1000);
+    assert.equal((JSON.parse(healthy.requests[0]!.body) as { id: number }).id, 1000);
 
     // Not one of mallory's attempts had ended: alice's delivery waited for none of them.
     const records = await h.call(m, { method: 'GET', url: `/webhooks/${mallorys[0]}/deliveries?limit=100` });
