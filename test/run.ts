@@ -81,7 +81,7 @@ async function settlePostgres(): Promise<ThrowawayPostgres | undefined> {
     await reachable(given);
     return undefined;
   }
-  const server = await startThrowawayPostgres({ scratch: true });
+  const server = await startThrowawayPostgres();
   await reachable(server.url);
   return server;
 }

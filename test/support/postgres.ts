@@ -8,6 +8,7 @@ import { type LoadedEmbeddedPostgres, loadEmbeddedPostgres } from './embedded-po
 import { createPool } from '../../src/store/postgres-connection.js';
 import { PostgresStore } from '../../src/store/postgres.js';
 import type { Store } from '../../src/store/store.js';
+import { postgresMigrations } from '../../src/store/migrations/postgres.js';
 
 /**
  * PostgreSQL for the tests, with no setup: TEST_DATABASE_URL when it is set (CI uses the server
@@ -68,11 +69,8 @@ export async function freePort(): Promise<number> {
   return port;
 }
 
-/**
- * A new PostgreSQL server of our own, in a temporary folder; it can be stopped and started again.
- * `scratch`: a server for the tests' scratch schemas alone, which nothing kills (below).
- */
-export async function startThrowawayPostgres({ scratch = false } = {}): Promise<ThrowawayPostgres> {
+/** A new PostgreSQL server of our own, in a temporary folder; it can be stopped and started again. */
+export async function startThrowawayPostgres(): Promise<ThrowawayPostgres> {
   let loaded: LoadedEmbeddedPostgres;
   try {
     loaded = await loadEmbeddedPostgres();
@@ -92,12 +90,6 @@ export async function startThrowawayPostgres({ scratch = false } = {}): Promise<
     createPostgresUser: process.getuid?.() === 0,
     onLog: () => {},
     onError: () => {},
-    // The server of a test run's scratch schemas, deleted at its end and never killed, need not
-    // make its writes survive a crash: no fsync, no full-page images, commits that do not wait for
-    // the WAL's flush. On the slower 2-core host PostgreSQL's share of `npm test` was a third of
-    // the machine's time (issue 37). A server a test kills (the outage test) keeps the defaults, and
-    // what the service promises of a crash is proven there and by test:crash.
-    postgresFlags: scratch ? ['-c', 'fsync=off', '-c', 'full_page_writes=off', '-c', 'synchronous_commit=off'] : [],
   });
   try {
     await server.initialise();
@@ -144,7 +136,7 @@ let shared: Promise<ThrowawayPostgres> | undefined;
 /** The URL of the PostgreSQL server the tests of this process use. */
 export async function postgresUrl(): Promise<string> {
   if (process.env.TEST_DATABASE_URL) return process.env.TEST_DATABASE_URL;
-  shared ??= startThrowawayPostgres({ scratch: true });
+  shared ??= startThrowawayPostgres();
   return (await shared).url;
 }
 
@@ -153,6 +145,7 @@ export async function postgresUrl(): Promise<string> {
  * in a top-level after(), or the server's process would keep the test process alive.
  */
 export async function stopSharedPostgres(): Promise<void> {
+  await dropEmptied();
   const server = await shared;
   shared = undefined;
   await server?.stop();
@@ -161,6 +154,7 @@ export async function stopSharedPostgres(): Promise<void> {
 export interface Scratch {
   /** A URL whose connections see only this scratch schema. */
   readonly url: string;
+  readonly schema: string;
   drop(): Promise<void>;
 }
 
@@ -179,6 +173,7 @@ export async function scratchSchema(): Promise<Scratch> {
   url.searchParams.set('options', `-c search_path=${schema}`);
   return {
     url: url.toString(),
+    schema,
     drop: async () => {
       const client = new pg.Client({ connectionString: base });
       await client.connect();
@@ -202,7 +197,69 @@ export async function scratchSchema(): Promise<Scratch> {
   };
 }
 
-/** A PostgreSQL store on a scratch schema of its own, which closing the store drops. */
+/**
+ * Scratch schemas of this process, migrated, then emptied when their store closed: the next
+ * openScratchPostgres takes one instead of making and migrating a schema (issue 37). A schema
+ * made and migrated, then dropped, cost PostgreSQL about 180 ms of CPU, and a run of `npm test`
+ * opens hundreds; emptying one costs a TRUNCATE. Dropped when the process's tests end.
+ */
+const emptied: Scratch[] = [];
+/** The tables and indexes of a schema the migrations made, as the first one emptied had them. */
+let migratedShape: string | undefined;
+
+/** The rows the migrations put in an empty database (src/store/migrations/postgres.ts). */
+const SEED_ROWS = 'INSERT INTO event_horizon VALUES (1, 0); INSERT INTO delivery_cursor VALUES (1, 0);';
+
+/**
+ * Empties `scratch` as it was when its migrations had run (every table emptied, its id sequences
+ * restarted, the migrations' own rows put back); false when it is not as the migrations left it
+ * (an older version, a table or index added or gone) or cannot be emptied now: drop it then.
+ */
+async function emptyForReuse(scratch: Scratch): Promise<boolean> {
+  const client = new pg.Client({ connectionString: await postgresUrl() });
+  await client.connect();
+  try {
+    await client.query("SET lock_timeout = '2s'");
+    const shape = (
+      await client.query<{ name: string }>(
+        `SELECT tablename AS name FROM pg_tables WHERE schemaname = $1
+         UNION ALL SELECT indexname FROM pg_indexes WHERE schemaname = $1 ORDER BY 1`,
+        [scratch.schema],
+      )
+    ).rows
+      .map((r) => r.name)
+      .join(' ');
+    if (!shape.includes('delivery_cursor') || (migratedShape !== undefined && shape !== migratedShape)) return false;
+    const version = await client.query<{ v: number }>(
+      `SELECT max(version) AS v FROM ${scratch.schema}.schema_migrations`,
+    );
+    if (version.rows[0]?.v !== LATEST_VERSION) return false;
+    const tables = (
+      await client.query<{ name: string }>(
+        "SELECT tablename AS name FROM pg_tables WHERE schemaname = $1 AND tablename <> 'schema_migrations'",
+        [scratch.schema],
+      )
+    ).rows.map((r) => `${scratch.schema}.${r.name}`);
+    await client.query(
+      `BEGIN; SET LOCAL search_path = ${scratch.schema}; TRUNCATE ${tables.join(', ')} RESTART IDENTITY; ${SEED_ROWS} COMMIT;`,
+    );
+    migratedShape ??= shape;
+    return true;
+  } catch {
+    await client.query('ROLLBACK').catch(() => {});
+    return false;
+  } finally {
+    await client.end();
+  }
+}
+
+async function dropEmptied(): Promise<void> {
+  for (const scratch of emptied.splice(0)) await scratch.drop().catch(() => {});
+}
+
+const LATEST_VERSION = postgresMigrations.at(-1)!.version;
+
+/** A PostgreSQL store on a scratch schema of its own, which closing the store empties for the next one, or drops. */
 class ScratchPostgresStore extends PostgresStore {
   constructor(
     url: string,
@@ -215,12 +272,23 @@ class ScratchPostgresStore extends PostgresStore {
 
   override async close(): Promise<void> {
     await super.close();
-    this.dropped ??= this.scratch.drop();
+    this.dropped ??= (async () => {
+      if (await emptyForReuse(this.scratch)) emptied.push(this.scratch);
+      else await this.scratch.drop();
+    })();
     await this.dropped;
   }
 }
 
 export async function openScratchPostgres(): Promise<Store> {
-  const scratch = await scratchSchema();
+  const scratch = emptied.pop() ?? (await scratchSchema());
   return new ScratchPostgresStore(scratch.url, scratch);
 }
+
+// The emptied schemas are dropped once this process's tests are over (the loop is empty then).
+let dropping = false;
+process.on('beforeExit', () => {
+  if (dropping || emptied.length === 0) return;
+  dropping = true;
+  void dropEmptied().finally(() => (dropping = false));
+});
