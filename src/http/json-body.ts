@@ -34,6 +34,18 @@ export async function requireJson(request: FastifyRequest): Promise<void> {
   if (error) throw error;
 }
 
+/**
+ * preValidation for a route whose body may be left out (POST …/secret): a request with none (no
+ * Content-Length, or 0, and no Transfer-Encoding) reads as `{}`, as curl's and the CLI's body-less
+ * POST is meant; one with a body is held to requireJson's rules.
+ */
+export async function jsonOrNothing(request: FastifyRequest): Promise<void> {
+  const length = request.headers['content-length'];
+  const none = (length === undefined || length.trim() === '0') && request.headers['transfer-encoding'] === undefined;
+  if (none) request.body = {};
+  else await requireJson(request);
+}
+
 /** Replaces Fastify's body parsers with one: strict JSON in UTF-8, everything else a 415. */
 export function registerJsonBody(app: FastifyInstance): void {
   app.removeAllContentTypeParsers();

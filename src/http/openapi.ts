@@ -179,8 +179,11 @@ function operation(schema: RouteSchema, scope: unknown, context: Context): Json 
     ...headerParameters(schema['x-request-headers'] as Json | undefined, context),
   ];
   if (params.length > 0) op.parameters = params;
-  if (schema.body)
-    op.requestBody = { required: true, content: { 'application/json': { schema: refs(schema.body, context) } } };
+  // `x-body-optional`: a route that reads no body as `{}` (json-body.ts, jsonOrNothing).
+  if (schema.body) {
+    const required = schema['x-body-optional'] !== true;
+    op.requestBody = { required, content: { 'application/json': { schema: refs(schema.body, context) } } };
+  }
   op.responses = responses(schema, context);
   return op;
 }

@@ -71,7 +71,9 @@ const SQL = {
       SELECT * FROM deliveries WHERE webhook_id = $1 AND id < $3 ORDER BY id DESC LIMIT $4) d ON true
     WHERE w.id = $1 AND ($2::text IS NULL OR w.owner = $2)`,
   // The lease stays: a delivery in flight is not put in flight a second time.
-  retryDelivery: `UPDATE deliveries SET status = 'pending', next_attempt_at = ${NOW}
+  // Its attempt's record then keeps the retry (retry_asked_at) instead of its own outcome.
+  retryDelivery: `UPDATE deliveries SET status = 'pending', next_attempt_at = ${NOW},
+      retry_asked_at = CASE WHEN lease_owner IS NOT NULL AND lease_until >= ${NOW} THEN ${NOW} END
     WHERE id = $1 AND webhook_id = $2 AND webhook_id IN (SELECT id FROM webhooks WHERE id = $2 AND ($3::text IS NULL OR owner = $3))
     RETURNING id`,
   // Each active webhook's earliest due deliveries that no other dispatcher holds (its share, less
@@ -126,8 +128,10 @@ const SQL = {
   // The webhook's row is written only when its health changes: a row every delivery of a webhook
   // updated would make the concurrent records of its deliveries wait for each other's commits.
   record: `WITH d AS (
-      UPDATE deliveries SET status = $3, attempts = attempts + 1, last_status = $4, last_error = $5,
-        next_attempt_at = CASE WHEN $3 = 'pending' THEN ${NOW} + $6 END, lease_until = NULL, lease_owner = NULL
+      UPDATE deliveries SET status = CASE WHEN retry_asked_at IS NULL THEN $3 ELSE 'pending' END,
+        attempts = attempts + 1, last_status = $4, last_error = $5,
+        next_attempt_at = coalesce(retry_asked_at, CASE WHEN $3 = 'pending' THEN ${NOW} + $6 END),
+        retry_asked_at = NULL, lease_until = NULL, lease_owner = NULL
       WHERE id = $1 AND lease_owner = $2 RETURNING id, webhook_id, attempts),
     logged AS (INSERT INTO delivery_attempts (delivery_id, webhook_id, attempt, at, status, duration_ms, error, response)
       SELECT id, webhook_id, attempts, ${NOW}, $4, $10, $5, $11 FROM d),
@@ -149,8 +153,9 @@ const SQL = {
   // Their lines in the attempt log ($4 durations, $5 answers) are written by the same statement.
   recordDelivered: `WITH input AS (SELECT * FROM unnest($1::bigint[], $2::text[], $3::int[], $4::int[], $5::text[])
       AS t(id, holder, last_status, duration_ms, response)),
-    d AS (UPDATE deliveries SET status = 'delivered', attempts = attempts + 1, last_status = input.last_status,
-        last_error = NULL, next_attempt_at = NULL, lease_until = NULL, lease_owner = NULL
+    d AS (UPDATE deliveries SET status = CASE WHEN retry_asked_at IS NULL THEN 'delivered' ELSE 'pending' END,
+        attempts = attempts + 1, last_status = input.last_status, last_error = NULL,
+        next_attempt_at = retry_asked_at, retry_asked_at = NULL, lease_until = NULL, lease_owner = NULL
       FROM input WHERE deliveries.id = input.id AND deliveries.lease_owner = input.holder
       RETURNING deliveries.id, deliveries.webhook_id, deliveries.attempts, input.last_status, input.duration_ms,
         input.response),

@@ -34,17 +34,20 @@ const SQL = {
     d AS (DELETE FROM deliveries WHERE webhook_id IN (SELECT id FROM w) RETURNING id),
     a AS (DELETE FROM delivery_attempts WHERE delivery_id IN (SELECT id FROM d))
     SELECT id FROM w`,
-  enableWebhook: `UPDATE webhooks SET status = 'active', failing_since = NULL, disabled_reason = NULL
+  // An active webhook stays as it is: its failure streak (failing_since) is not forgotten.
+  enableWebhook: `UPDATE webhooks SET status = 'active', disabled_reason = NULL,
+      failing_since = CASE WHEN status = 'active' THEN failing_since END
     WHERE id = $1 AND ${OWNED} RETURNING id`,
   lock: `SELECT status FROM webhooks WHERE id = $1 AND ${OWNED} FOR UPDATE`,
   // $6: the new status or null. Disabled by its owner only when active: one already disabled keeps
-  // its reason; made active as enable does (its failure streak forgotten).
+  // its reason; made active as enable does (the failure streak of a disabled one forgotten, an
+  // active one's kept).
   update: `UPDATE webhooks SET url = coalesce($3, url), events = coalesce($4, events),
       description = coalesce($5, description),
       status = coalesce($6, status),
       disabled_reason = CASE WHEN $6 = 'active' THEN NULL
         WHEN $6 = 'disabled' AND status = 'active' THEN '${'manual' satisfies DisabledReason}' ELSE disabled_reason END,
-      failing_since = CASE WHEN $6 = 'active' THEN NULL ELSE failing_since END
+      failing_since = CASE WHEN $6 = 'active' AND status <> 'active' THEN NULL ELSE failing_since END
     WHERE id = $1 AND ${OWNED} RETURNING *`,
   // The right-hand sides read the row as it was: the current secret becomes the previous one.
   rotate: `UPDATE webhooks SET previous_secret = CASE WHEN $4::bigint IS NULL THEN NULL ELSE secret END,

@@ -74,8 +74,11 @@ export function prepareDeliveryStatements(db: Database.Database) {
     listBefore: q(
       'SELECT * FROM deliveries INDEXED BY deliveries_webhook WHERE webhook_id = ? AND id < ? ORDER BY id DESC LIMIT ?',
     ),
-    // The lease stays: a delivery in flight is not put in flight a second time.
-    retryDelivery: q(`UPDATE deliveries SET status = 'pending', next_attempt_at = ? WHERE id = ? AND webhook_id = ?`),
+    // The lease stays: a delivery in flight is not put in flight a second time. Its attempt's
+    // record then keeps the retry (retry_asked_at) instead of its own outcome.
+    retryDelivery: q(`UPDATE deliveries SET status = 'pending', next_attempt_at = :now,
+      retry_asked_at = CASE WHEN lease_owner IS NOT NULL AND lease_until >= :now THEN :now END
+      WHERE id = :id AND webhook_id = :webhook`),
     activeWebhooks: q("SELECT id, owner FROM webhooks WHERE status = 'active' ORDER BY id"),
     // Pings are sent whatever the webhook's status: those of disabled webhooks, through deliveries_due_pings.
     duePingsOfDisabled: q(`SELECT d.id FROM deliveries d INDEXED BY deliveries_due_pings
@@ -96,8 +99,10 @@ export function prepareDeliveryStatements(db: Database.Database) {
         w.url, w.secret, w.previous_secret, w.previous_secret_until
       FROM deliveries d JOIN webhooks w ON w.id = d.webhook_id LEFT JOIN events e ON e.id = d.event_id
       WHERE d.id = ?`),
-    record: q(`UPDATE deliveries SET status = ?, attempts = attempts + 1, last_status = ?, last_error = ?,
-      next_attempt_at = ?, lease_until = NULL, lease_owner = NULL WHERE id = ? AND lease_owner = ?
+    // A retry asked for while the attempt was out wins over its outcome: pending, due when asked.
+    record: q(`UPDATE deliveries SET status = CASE WHEN retry_asked_at IS NULL THEN ? ELSE 'pending' END,
+      attempts = attempts + 1, last_status = ?, last_error = ?, next_attempt_at = coalesce(retry_asked_at, ?),
+      retry_asked_at = NULL, lease_until = NULL, lease_owner = NULL WHERE id = ? AND lease_owner = ?
       RETURNING attempts, webhook_id`).raw(),
     logAttempt:
       q(`INSERT INTO delivery_attempts (delivery_id, webhook_id, attempt, at, status, duration_ms, error, response)
@@ -165,7 +170,7 @@ export class SqliteDeliveries {
 
   retryDelivery(webhookId: string, deliveryId: bigint, owner: string | null): boolean {
     if (this.sql.findWebhook.get(webhookId, owner, owner) === undefined) return false;
-    return this.sql.retryDelivery.run(this.now(), deliveryId, webhookId).changes === 1;
+    return this.sql.retryDelivery.run({ now: this.now(), id: deliveryId, webhook: webhookId }).changes === 1;
   }
 
   claim(

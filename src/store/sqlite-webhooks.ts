@@ -40,14 +40,17 @@ export function prepareWebhookStatements(db: Database.Database) {
     deleteWebhookAttempts: q(
       'DELETE FROM delivery_attempts WHERE delivery_id IN (SELECT id FROM deliveries WHERE webhook_id = ?)',
     ),
-    enableWebhook: q(`UPDATE webhooks SET status = 'active', failing_since = NULL, disabled_reason = NULL
+    // An active webhook stays as it is: its failure streak (failingSince) is not forgotten.
+    enableWebhook: q(`UPDATE webhooks SET status = 'active', disabled_reason = NULL,
+      failing_since = CASE WHEN status = 'active' THEN failing_since END
       WHERE id = ? AND ${OWNED}`),
     find: q(`SELECT * FROM webhooks WHERE id = ? AND ${OWNED}`),
     patch: q(`UPDATE webhooks SET url = coalesce(?, url), events = coalesce(?, events),
       description = coalesce(?, description) WHERE id = ?`),
     // Only an active webhook is disabled by its owner: one already disabled keeps its reason.
     disable: q(`UPDATE webhooks SET status = 'disabled', disabled_reason = ? WHERE id = ? AND status = 'active'`),
-    enable: q(`UPDATE webhooks SET status = 'active', failing_since = NULL, disabled_reason = NULL WHERE id = ?`),
+    enable: q(`UPDATE webhooks SET status = 'active', disabled_reason = NULL,
+      failing_since = CASE WHEN status = 'active' THEN failing_since END WHERE id = ?`),
     // The right-hand sides read the row as it was: the current secret becomes the previous one.
     rotate: q(`UPDATE webhooks SET previous_secret = CASE WHEN :until IS NULL THEN NULL ELSE secret END,
       previous_secret_until = :until, secret = :secret WHERE id = :id AND (:owner IS NULL OR owner = :owner) RETURNING *`),

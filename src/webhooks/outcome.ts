@@ -9,8 +9,10 @@ export const MAX_RETRY_AFTER_MS = 24 * 3_600_000;
 const jitter = (ms: number, random: () => number): number => Math.round(ms * (0.8 + 0.4 * random()));
 
 /**
- * A Retry-After value (RFC 9110 §10.2.3: delay-seconds or an HTTP-date) as milliseconds from `now`,
- * at most MAX_RETRY_AFTER_MS; undefined when it is neither.
+ * A Retry-After value as milliseconds from `now`, at most MAX_RETRY_AFTER_MS; undefined when it is
+ * not one of the two forms RFC 9110 §10.2.3 and §5.6.7 define (contract 1.3.0): delay-seconds, or
+ * an IMF-fixdate such as `Sun, 06 Nov 1994 08:49:37 GMT`, a date that exists. `Date.parse` alone
+ * is lenient: it read `May 2099` (a wait of 24 h) and ISO 8601 times.
  */
 export function retryAfterMs(value: string | undefined, now: number): number | undefined {
   if (value === undefined) return undefined;
@@ -18,12 +20,16 @@ export function retryAfterMs(value: string | undefined, now: number): number | u
   let ms: number;
   if (/^\d+$/.test(text)) ms = Number(text) * 1000;
   else {
-    const at = Date.parse(text);
-    if (Number.isNaN(at) || !/[a-z]/i.test(text)) return undefined; // a date, not a bare number Date.parse guesses at
+    const at = IMF_FIXDATE.test(text) ? Date.parse(text) : Number.NaN;
+    // toUTCString writes an IMF-fixdate: the same text back means the date exists (no 30 February).
+    if (Number.isNaN(at) || new Date(at).toUTCString() !== text) return undefined;
     ms = at - now;
   }
   return Math.min(Math.max(0, ms), MAX_RETRY_AFTER_MS);
 }
+
+const IMF_FIXDATE =
+  /^(Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d{2} (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) \d{4} \d{2}:\d{2}:\d{2} GMT$/;
 
 export interface AttemptContext {
   /** The sender's clock, which an HTTP-date Retry-After is read against. */

@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Type from '#typebox';
-import { requireJson } from '../http/json-body.js';
+import { jsonOrNothing, requireJson } from '../http/json-body.js';
 import { errorResponses } from '../http/responses.js';
 import { ActivitySchema } from './activity.schema.js';
 import {
@@ -56,15 +56,16 @@ export function webhookManageRoutes(app: FastifyInstance, service: WebhookServic
         operationId: 'rotateWebhookSecret',
         summary: 'Rotate the signing secret',
         description:
-          'A new signing secret, shown this once. Until the overlap ends every delivery carries two signatures, `v1,<with the new secret> v1,<with the old>`, so a receiver holding either verifies; after it, only the new one signs. Send `{}` for the default overlap of a day.',
+          'A new signing secret, shown this once. Until the overlap ends every delivery carries two signatures, `v1,<with the new secret> v1,<with the old>`, so a receiver holding either verifies; after it, only the new one signs. Send no body, or `{}`, for the default overlap of a day.',
         tags,
         security,
         params: WebhookIdParams,
         body: RotateSecretSchema,
+        'x-body-optional': true,
         response: { 200: RotatedWebhookSchema, ...errorResponses(...withBody) },
       },
       config: { scope: 'webhooks:write' },
-      preValidation: requireJson,
+      preValidation: jsonOrNothing,
     },
     (request) => service.rotateSecret(request.principal.subject, request.params.id, request.body.overlapSeconds),
   );

@@ -78,9 +78,38 @@ const attemptBody = (a: AttemptRecord): AttemptBody => ({
 });
 
 function parseTime(text: string, what: string): number {
-  const ms = RFC3339_DATE_TIME.test(text) ? Date.parse(text.toUpperCase()) : Number.NaN;
-  if (Number.isNaN(ms)) throw new HttpError(400, `${what} must be an RFC 3339 time such as 2025-03-01T06:00:00Z`);
+  const ms = RFC3339_DATE_TIME.test(text) ? rfc3339Ms(text) : undefined;
+  if (ms === undefined) throw new HttpError(400, `${what} must be an RFC 3339 time such as 2025-03-01T06:00:00Z`);
   return ms;
+}
+
+/**
+ * An RFC 3339 date-time (its form already checked) as milliseconds since the epoch, or undefined
+ * for a date or time that does not exist. `Date.parse` is lenient: it read 2025-02-30 as 2 March,
+ * and refused the leap second 23:59:60, which RFC 3339 §5.7 allows (read as the next second's
+ * start: JavaScript's time counts no leap seconds).
+ */
+export function rfc3339Ms(text: string): number | undefined {
+  const m = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(\.\d+)?(Z|([+-])(\d{2}):(\d{2}))$/i.exec(text);
+  if (m === null) return undefined;
+  const [year, month, day, hour, minute, second] = m.slice(1, 7).map(Number) as [
+    number,
+    number,
+    number,
+    number,
+    number,
+    number,
+  ];
+  const daysInMonth = new Date(Date.UTC(year, month, 0)).getUTCDate();
+  if (month < 1 || month > 12 || day < 1 || day > daysInMonth || hour > 23 || minute > 59 || second > 60)
+    return undefined;
+  const offsetHours = m[9] === undefined ? 0 : Number(m[10]);
+  const offsetMinutes = m[9] === undefined ? 0 : Number(m[11]);
+  if (offsetHours > 23 || offsetMinutes > 59) return undefined;
+  const fraction = m[7] === undefined ? 0 : Math.floor(Number(m[7]) * 1000);
+  const sign = m[9] === '-' ? -1 : 1;
+  const utc = Date.UTC(year, month - 1, day, hour, minute, Math.min(second, 59)) + (second === 60 ? 1000 : fraction);
+  return utc - sign * (offsetHours * 60 + offsetMinutes) * 60_000;
 }
 
 /** The rule the HTTP schema applies (webhook.schema.ts), for the CLI's descriptions too. */

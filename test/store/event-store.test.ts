@@ -20,7 +20,7 @@ import {
   type WebhookRecord,
 } from '../../src/store/store.js';
 import { eventually } from '../support/eventually.js';
-import { scratchSchema, stopSharedPostgres } from '../support/postgres.js';
+import { reusableScratch, stopSharedPostgres } from '../support/postgres.js';
 
 // The event log, webhooks and deliveries of issue 14 (CONTRACT.md, Events): one suite, run
 // unchanged on both engines (STYLE.md §6). The ordering proof under concurrency: event-order.test.ts.
@@ -66,7 +66,7 @@ const engines: ReadonlyArray<{ readonly name: 'sqlite' | 'postgres'; open(): Pro
   {
     name: 'postgres',
     async open() {
-      const scratch = await scratchSchema();
+      const scratch = await reusableScratch();
       const store = openPostgres(scratch.url, { poolSize: 4 });
       await store.migrate();
       const other = openPostgres(scratch.url, { poolSize: 4 });
@@ -78,7 +78,7 @@ const engines: ReadonlyArray<{ readonly name: 'sqlite' | 'postgres'; open(): Pro
         sql: async (text) => (await client.query<Record<string, unknown>>(text)).rows,
         close: async () => {
           await Promise.all([store.close(), other.close(), client.end()]);
-          await scratch.drop();
+          await scratch.release();
         },
       };
     },

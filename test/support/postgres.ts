@@ -261,28 +261,36 @@ const LATEST_VERSION = postgresMigrations.at(-1)!.version;
 
 /** A PostgreSQL store on a scratch schema of its own, which closing the store empties for the next one, or drops. */
 class ScratchPostgresStore extends PostgresStore {
-  constructor(
-    url: string,
-    private readonly scratch: Scratch,
-  ) {
-    super(createPool(url, { poolSize: 4 }));
+  constructor(private readonly scratch: Scratch & { release(): Promise<void> }) {
+    super(createPool(scratch.url, { poolSize: 4 }));
   }
-
-  private dropped: Promise<void> | undefined;
 
   override async close(): Promise<void> {
     await super.close();
-    this.dropped ??= (async () => {
-      if (await emptyForReuse(this.scratch)) emptied.push(this.scratch);
-      else await this.scratch.drop();
-    })();
-    await this.dropped;
+    await this.scratch.release();
   }
 }
 
 export async function openScratchPostgres(): Promise<Store> {
+  return new ScratchPostgresStore(await reusableScratch());
+}
+
+/**
+ * A scratch schema for a store that migrates it: one emptied by an earlier test of this process
+ * when there is one (already migrated), else a new one. `release` empties it for the next, or
+ * drops it, once everything connected to it has closed.
+ */
+export async function reusableScratch(): Promise<Scratch & { release(): Promise<void> }> {
   const scratch = emptied.pop() ?? (await scratchSchema());
-  return new ScratchPostgresStore(scratch.url, scratch);
+  let released: Promise<void> | undefined;
+  return {
+    ...scratch,
+    release: () =>
+      (released ??= (async () => {
+        if (await emptyForReuse(scratch)) emptied.push(scratch);
+        else await scratch.drop();
+      })()),
+  };
 }
 
 // The emptied schemas are dropped once this process's tests are over (the loop is empty then).

@@ -137,6 +137,27 @@ test('Retry-After on a 429 or 503: seconds or an HTTP date, at least the schedul
   assert.equal(retryAfterMs('-5', now), undefined);
 });
 
+test('Retry-After is read in the two forms RFC 9110 defines, and only those (issue 33, point 7)', () => {
+  const now = Date.parse('2026-10-21T07:27:00Z');
+  assert.equal(retryAfterMs('120', now), 120_000, 'delay-seconds');
+  assert.equal(retryAfterMs('Wed, 21 Oct 2026 07:28:00 GMT', now), 60_000, 'an IMF-fixdate');
+  for (const lenient of [
+    'May 2099', // Date.parse read it as 1 May 2099: a wait of 24 h
+    '2026-10-21T09:27:00Z', // ISO 8601: about 2 h
+    '2026-10-21',
+    'Wednesday, 21-Oct-26 07:28:00 GMT', // RFC 850, obsolete
+    'Wed Oct 21 07:28:00 2026', // asctime, obsolete
+    'wed, 21 oct 2026 07:28:00 gmt',
+    'Wed, 21 Oct 2026 07:28:00 +0000',
+    'Thu, 21 Oct 2026 07:28:00 GMT', // the wrong weekday
+    'Sat, 31 Feb 2026 07:28:00 GMT', // no such day
+    '1.5',
+    '',
+  ]) {
+    assert.equal(retryAfterMs(lenient, now), undefined, lenient);
+  }
+});
+
 test('signDelivery with two secrets: one signature each, the first secret’s first, space-separated', () => {
   const headers = signDelivery(['whsec_AAAA', 'whsec_BBBB'], 'evt_1', 1_700_000_000, '{}');
   const one = signDelivery('whsec_AAAA', 'evt_1', 1_700_000_000, '{}');

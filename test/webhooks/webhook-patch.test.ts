@@ -233,7 +233,10 @@ describe('POST /webhooks/{id}/secret', () => {
 });
 
 describe('POST /webhooks/{id}/recover and GET …/attempts refuse what they cannot read', () => {
-  for (const since of ['yesterday', '2025-03-01', '2025-03-01T06:00:00', '2025-13-01T00:00:00Z', 5]) {
+  // Issue 33, point 8: dates that do not exist (Date.parse read 30 February as 2 March), hours and
+  // offsets past their range.
+  const impossible = ['2025-02-30T00:00:00Z', '2024-02-30T00:00:00Z', '2025-04-31T00:00:00Z', '2025-03-01T24:00:00Z'];
+  for (const since of ['yesterday', '2025-03-01', '2025-03-01T06:00:00', '2025-13-01T00:00:00Z', 5, ...impossible]) {
     test(`recover answers 400 for since ${JSON.stringify(since)}`, async (t) => {
       const { h, alice } = await users(t);
       const created = await createWebhook(h, alice);
@@ -247,6 +250,10 @@ describe('POST /webhooks/{id}/recover and GET …/attempts refuse what they cann
     assertError(await call(h, alice, 'POST', `/webhooks/${created.id}/recover`, {}), 400);
     const res = await call(h, alice, 'POST', `/webhooks/${created.id}/recover`, { since: '2025-03-01T06:00:00+01:00' });
     assert.deepEqual(jsonBody(res, 202), { requeued: 0 });
+    // RFC 3339 §5.7 allows a leap second, and 29 February of a leap year.
+    for (const since of ['2016-12-31T23:59:60Z', '2024-02-29T00:00:00Z', '2025-03-01T06:00:00.5-23:59']) {
+      assert.equal((await call(h, alice, 'POST', `/webhooks/${created.id}/recover`, { since })).statusCode, 202, since);
+    }
   });
 
   test('attempts answer 404 for a delivery of another webhook or none, 400 for a non-numeric id, [] before any', async (t) => {
@@ -260,5 +267,30 @@ describe('POST /webhooks/{id}/recover and GET …/attempts refuse what they cann
     assertError(await call(h, alice, 'GET', path(two.id, String(delivery!.id))), 404);
     assertError(await call(h, alice, 'GET', path(one.id, '999999')), 404);
     assertError(await call(h, alice, 'GET', path(one.id, 'x')), 400);
+  });
+});
+
+describe('POST /webhooks/{id}/secret without a body (issue 33, point 8)', () => {
+  test('no body rotates with the default overlap, as {} does; a body that is not JSON is still a 415', async (t) => {
+    const { h, alice } = await users(t);
+    const created = await createWebhook(h, alice);
+    const url = `/webhooks/${created.id}/secret`;
+    for (const headers of [
+      {},
+      { 'content-length': '0' },
+      { 'content-type': 'application/json', 'content-length': '0' },
+    ]) {
+      const res = await h.call(alice, { method: 'POST', url, headers });
+      const body = jsonBody<{ secret: string; previousSecretExpiresAt?: unknown }>(res, 200);
+      assert.match(body.secret, /^whsec_/, JSON.stringify(headers));
+    }
+    const text = await h.call(alice, { method: 'POST', url, headers: { 'content-type': 'text/plain' }, payload: 'x' });
+    assertError(text, 415);
+    const document = jsonBody<{ paths: Record<string, { post: { requestBody: { required: boolean } } }> }>(
+      await h.call(undefined, { method: 'GET', url: '/openapi.json' }),
+      200,
+    );
+    assert.equal(document.paths['/webhooks/{id}/secret']!.post.requestBody.required, false);
+    assert.equal(document.paths['/webhooks/{id}/recover']!.post.requestBody.required, true);
   });
 });

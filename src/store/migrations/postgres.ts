@@ -143,4 +143,13 @@ export const postgresMigrations: readonly Migration[] = [
       CREATE INDEX delivery_attempts_webhook_at ON delivery_attempts (webhook_id, at) INCLUDE (status);
     `,
   },
+  {
+    version: 6,
+    name: 'a retry asked for during an attempt',
+    sql: `
+      -- POST …/retry while the delivery's attempt is on the wire: the time it was asked, which the
+      -- attempt's record then keeps (pending, due then) instead of its own outcome's (issue 33).
+      ALTER TABLE deliveries ADD COLUMN retry_asked_at BIGINT;
+    `,
+  },
 ];

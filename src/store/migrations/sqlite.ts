@@ -151,4 +151,13 @@ export const sqliteMigrations: readonly Migration[] = [
       CREATE INDEX delivery_attempts_webhook_at ON delivery_attempts (webhook_id, at, status);
     `,
   },
+  {
+    version: 7,
+    name: 'a retry asked for during an attempt',
+    sql: `
+      -- POST …/retry while the delivery's attempt is on the wire: the time it was asked, which the
+      -- attempt's record then keeps (pending, due then) instead of its own outcome's (issue 33).
+      ALTER TABLE deliveries ADD COLUMN retry_asked_at INTEGER;
+    `,
+  },
 ];
