@@ -70,8 +70,11 @@ export async function webhooksCommand(sub: string | undefined, args: string[], w
         else
           out(
             table([
-              ['ID', 'SUBJECT', 'URL', 'EVENTS', 'STATUS', 'CREATED'],
-              ...hooks.map((h) => [h.id, h.subject, h.url, h.events.join(','), h.status, h.createdAt]),
+              ['ID', 'SUBJECT', 'URL', 'EVENTS', 'STATUS', 'CREATED', 'OLD SECRET SIGNS UNTIL'],
+              ...hooks.map((h) => [
+                ...[h.id, h.subject, h.url, h.events.join(','), h.status, h.createdAt],
+                h.previousSecretExpiresAt ?? '-',
+              ]),
             ]),
           );
         return 0;

@@ -16,6 +16,7 @@ export const EXAMPLE_WEBHOOK = {
   description: 'Greenhouse inventory sync',
   failingSince: null,
   disabledReason: null,
+  previousSecretExpiresAt: null,
 } as const;
 const EXAMPLE_SECRET = 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw';
 /** The secret POST /webhooks/{id}/secret answers: the one after EXAMPLE_SECRET. */
@@ -85,6 +86,10 @@ export const WebhookSchema = Type.Object(
           'null while active; `gone` after a 410 answer, `failing` after 5 days of failed attempts, `manual` when its owner disabled it',
       },
     ),
+    previousSecretExpiresAt: Type.Union([Timestamp, Type.Null()], {
+      description:
+        "during a rotation's overlap, when the old secret stops signing (POST …/secret, overlapSeconds); null otherwise",
+    }),
   },
   { additionalProperties: false, description: 'A subscription to events.', examples: [EXAMPLE_WEBHOOK] },
 );

@@ -45,7 +45,8 @@ export class PrivateTargetError extends HttpError {
 
 const iso = (ms: number | null): string | null => (ms === null ? null : new Date(ms).toISOString());
 
-export const webhookBody = (w: WebhookRecord): WebhookBody => ({
+/** The API's Webhook; `now` decides whether a rotation's overlap still runs (previousSecretExpiresAt). */
+export const webhookBody = (w: WebhookRecord, now: number): WebhookBody => ({
   id: w.id,
   url: w.url,
   events: [...w.events],
@@ -54,6 +55,10 @@ export const webhookBody = (w: WebhookRecord): WebhookBody => ({
   description: w.description,
   failingSince: iso(w.failingSince),
   disabledReason: w.status === 'active' ? null : w.disabledReason,
+  previousSecretExpiresAt:
+    w.previousSecret !== null && w.previousSecretUntil !== null && w.previousSecretUntil > now
+      ? iso(w.previousSecretUntil)
+      : null,
 });
 
 export const deliveryBody = (d: DeliveryRecord): DeliveryBody => ({
@@ -181,7 +186,7 @@ export class WebhookService {
       previousSecret: null,
       previousSecretUntil: null,
     };
-    return { ...webhookBody(stored), secret };
+    return { ...webhookBody(stored, this.clock()), secret };
   }
 
   private checkUrl(url: string): string {
@@ -212,7 +217,7 @@ export class WebhookService {
     const updated = await this.store.updateWebhook(id, owner, change);
     if (updated === undefined) throw notFound(id);
     if (updated.disabled && log !== undefined) logDisabled(log, updated.webhook, 'manual');
-    return webhookBody(updated.webhook);
+    return webhookBody(updated.webhook, this.clock());
   }
 
   /** A new secret, shown this once; the old one signs beside it for `overlapSeconds`. */
@@ -226,7 +231,7 @@ export class WebhookService {
     const until = overlapSeconds > 0 ? this.clock() + overlapSeconds * 1000 : null;
     const rotated = await this.store.rotateSecret(id, owner, this.box.seal(secret, id), until);
     if (rotated === undefined) throw notFound(id);
-    return { ...webhookBody(rotated), secret };
+    return { ...webhookBody(rotated, this.clock()), secret };
   }
 
   async ping(owner: string | null, id: string): Promise<PingDeliveryBody> {
@@ -253,7 +258,8 @@ export class WebhookService {
 
   /** Every webhook (or `owner`'s), each with the subject it belongs to: `plant-store webhooks list`. */
   async listWithSubjects(owner: string | null): Promise<Array<WebhookBody & { subject: string }>> {
-    return (await this.store.listWebhooks(owner)).map((w) => ({ ...webhookBody(w), subject: w.owner }));
+    const now = this.clock();
+    return (await this.store.listWebhooks(owner)).map((w) => ({ ...webhookBody(w, now), subject: w.owner }));
   }
 
   async remove(owner: string | null, id: string): Promise<void> {
@@ -264,7 +270,7 @@ export class WebhookService {
     if (!(await this.store.enableWebhook(id, owner))) throw notFound(id);
     const webhook = (await this.store.listWebhooks(owner)).find((w) => w.id === id);
     if (!webhook) throw notFound(id); // deleted in between
-    return webhookBody(webhook);
+    return webhookBody(webhook, this.clock());
   }
 
   /**

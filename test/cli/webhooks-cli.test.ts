@@ -56,13 +56,14 @@ test('webhooks add prints the secret alone on stdout; list shows it without the 
     'events',
     'failingSince',
     'id',
+    'previousSecretExpiresAt',
     'status',
     'subject',
     'url',
   ]);
   assert.ok(!listed.stdout.includes(added.stdout.trim().slice(6)), 'no secret in the list');
   const table = await runCli(['webhooks', 'list'], env);
-  assert.match(table.stdout, /^ID\s+SUBJECT\s+URL\s+EVENTS\s+STATUS\s+CREATED\n/);
+  assert.match(table.stdout, /^ID\s+SUBJECT\s+URL\s+EVENTS\s+STATUS\s+CREATED\s+OLD SECRET SIGNS UNTIL\n/);
   assert.match(
     table.stdout,
     new RegExp(

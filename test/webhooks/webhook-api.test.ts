@@ -52,7 +52,17 @@ const ALL = [...READ_WRITE, ...WEBHOOKS];
 const ADMIN = ['plants:admin', ...WEBHOOKS];
 const URL_1 = 'https://hooks.example.com/plants';
 const BOTH = ['plant.created', 'plant.deleted'];
-const WEBHOOK_KEYS = ['createdAt', 'description', 'disabledReason', 'events', 'failingSince', 'id', 'status', 'url'];
+const WEBHOOK_KEYS = [
+  'createdAt',
+  'description',
+  'disabledReason',
+  'events',
+  'failingSince',
+  'id',
+  'previousSecretExpiresAt',
+  'status',
+  'url',
+];
 const DELIVERY_KEYS = [
   'attempts',
   'createdAt',

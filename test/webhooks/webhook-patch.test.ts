@@ -210,11 +210,19 @@ describe('POST /webhooks/{id}/secret', () => {
       200,
     );
     const { secret: newSecret, ...webhook } = rotated;
-    assert.deepEqual(webhook, created);
+    // Contract 1.3.0: when the old secret stops signing, 60 s from the app's clock (2026-01-01).
+    assert.equal(created.previousSecretExpiresAt, null);
+    assert.deepEqual(webhook, { ...created, previousSecretExpiresAt: '2026-01-01T00:01:00.000Z' });
     assert.match(newSecret, /^whsec_[A-Za-z0-9+/]{32}$/);
     assert.notEqual(newSecret, secret);
+    const [shown] = await listed(h, alice);
+    assert.equal(shown!.previousSecretExpiresAt, '2026-01-01T00:01:00.000Z', 'listed too');
+    h.advance(60_000);
+    assert.equal((await listed(h, alice))[0]!.previousSecretExpiresAt, null, 'the overlap is over');
     const again = await call(h, alice, 'POST', `/webhooks/${created.id}/secret`, {});
     assert.notEqual(jsonBody<{ secret: string }>(again, 200).secret, newSecret, 'the default overlap; another secret');
+    const none = await call(h, alice, 'POST', `/webhooks/${created.id}/secret`, { overlapSeconds: 0 });
+    assert.equal(jsonBody<WebhookJson>(none, 200).previousSecretExpiresAt, null, 'overlapSeconds 0: no overlap');
     assert.ok(!JSON.stringify(await listed(h, alice)).includes('whsec_'), 'never listed');
   });
 

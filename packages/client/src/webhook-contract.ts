@@ -29,6 +29,7 @@ const WEBHOOK = {
   description: { type: 'string', required: true },
   failingSince: timeOrNull,
   disabledReason: { type: ['string', 'null'], values: DISABLED_REASONS, required: true },
+  previousSecretExpiresAt: timeOrNull,
   createdAt: time,
 } as const;
 
@@ -106,6 +107,8 @@ export interface Webhook {
   failingSince: string | null;
   /** null while active; why it was disabled: a 410 (`gone`), 5 days of failures, or its owner. */
   disabledReason: DisabledReason | null;
+  /** RFC 3339: during a rotation's overlap, when the old secret stops signing; null otherwise. */
+  previousSecretExpiresAt: string | null;
   /** RFC 3339, UTC. */
   createdAt: string;
 }
