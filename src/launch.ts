@@ -110,6 +110,10 @@ export function settingsSummary(config: Config, port = config.port): Record<stri
     rateLimit: config.rateLimit === null ? 'off' : `${config.rateLimit.max}/${config.rateLimit.windowMs / 1000}s`,
     workers: config.workers,
     webhookDelivery: config.events.delivery ? 'on' : 'off',
+    // WEBHOOK_ALLOW_PRIVATE=1 is for development: a server started with it says so (issue 33).
+    ...(config.events.allowPrivateTargets
+      ? { webhookAllowPrivate: 'on: http:// and private addresses are allowed (development only)' }
+      : {}),
     portal: config.portal ? 'on' : 'off',
     // Where spans are exported (OTEL_EXPORTER_OTLP_ENDPOINT, docs/tracing.md), or off.
     tracing: tracing.current?.exportsTo ?? 'off',

@@ -12,7 +12,7 @@ import { closeRedis, connectRedis } from './redis.js';
 import { openStore } from './store/open-store.js';
 import { tracing } from './tracing-hooks.js';
 import { SecretBox } from './webhooks/secret-box.js';
-import { checkStoredSecrets } from './webhooks/secret-check.js';
+import { checkPrivateTargets, checkStoredSecrets } from './webhooks/secret-check.js';
 
 /** Lets a cluster worker exit: its channel to the primary would keep the process alive. */
 export function releaseProcess(): void {
@@ -98,6 +98,7 @@ export async function serve(config: Config): Promise<void> {
     requests += 1;
   });
   await checkStoredSecrets(store, new SecretBox(config.events.secretsKey), app.log);
+  await checkPrivateTargets(store, config.events.allowPrivateTargets, app.log);
   const events = startEventSide(
     store,
     config.events,

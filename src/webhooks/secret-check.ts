@@ -1,5 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify';
 import { failureFields, type WebhookStore } from '../store/store.js';
+import { checkWebhookUrl } from './address-policy.js';
 import type { SecretBox } from './secret-box.js';
 
 /** The most webhook ids one line names; the count is always whole. */
@@ -50,4 +51,39 @@ export async function checkStoredSecrets(
       'webhook secrets stored unencrypted though SECRETS_KEY is set (made before it was); a new secret is sealed',
     );
   }
+}
+
+/**
+ * At start, without WEBHOOK_ALLOW_PRIVATE: the stored webhooks that only that development setting
+ * lets be sent to (an `http://` URL, or a private or loopback address written in the URL), in one
+ * `warn` line naming how many, which and whose, instead of each of their attempts failing in
+ * silence with "the webhook URL must use https" (issue 33). A host name is not resolved here: one
+ * that resolves to a private address is refused at its delivery, as always.
+ */
+export async function checkPrivateTargets(
+  store: Pick<WebhookStore, 'listWebhooks'>,
+  allowPrivate: boolean,
+  log: FastifyBaseLogger,
+): Promise<void> {
+  if (allowPrivate) return;
+  let webhooks;
+  try {
+    webhooks = await store.listWebhooks(null);
+  } catch (error) {
+    log.warn(failureFields(error), 'could not read the webhooks to check their targets at start');
+    return;
+  }
+  const refused = webhooks.filter(
+    (w) => !checkWebhookUrl(w.url, { allowPrivate: false }).ok && checkWebhookUrl(w.url, { allowPrivate: true }).ok,
+  );
+  if (refused.length === 0) return;
+  log.warn(
+    {
+      webhooks: refused.length,
+      ids: refused.slice(0, MAX_IDS).map((w) => w.id),
+      owners: [...new Set(refused.map((w) => w.owner))].slice(0, MAX_IDS),
+    },
+    'webhooks with http:// or private targets exist and WEBHOOK_ALLOW_PRIVATE is off: every attempt of theirs fails ' +
+      'until their URLs are changed (or, in development only, WEBHOOK_ALLOW_PRIVATE=1)',
+  );
 }

@@ -4,7 +4,9 @@ import { test } from 'node:test';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Store, WebhookRecord } from '../../src/store/store.js';
 import { SecretBox } from '../../src/webhooks/secret-box.js';
-import { checkStoredSecrets } from '../../src/webhooks/secret-check.js';
+import { checkPrivateTargets, checkStoredSecrets } from '../../src/webhooks/secret-check.js';
+import { loadConfig } from '../../src/config.js';
+import { settingsSummary } from '../../src/launch.js';
 import { openTestStore } from '../helpers.js';
 
 // At start, `serve` opens every stored webhook secret once with its SECRETS_KEY (CONTRACT.md
@@ -113,4 +115,37 @@ test('a database that cannot be read: a warning, and the start goes on', async (
   await checkStoredSecrets(store, keyA, log);
   assert.equal(lines.length, 1);
   assert.equal(lines[0]?.level, 'warn');
+});
+
+test('without WEBHOOK_ALLOW_PRIVATE, stored http:// and private targets are one warn line naming how many, which and whose (issue 33, point 13)', async (t) => {
+  const { store, ids } = await storeWith([noKey, noKey, noKey, noKey]);
+  t.after(() => store.close());
+  const urls = ['http://hooks.example.com/plants', 'https://127.0.0.1:8443/x', 'https://10.1.2.3/x'];
+  for (const [i, url] of urls.entries()) {
+    const changed = await store.updateWebhook(ids[i]!, null, { url });
+    assert.ok(changed, url);
+  }
+  const { log, lines } = collector();
+  await checkPrivateTargets(store, false, log);
+  assert.equal(lines.length, 1);
+  assert.equal(lines[0]!.level, 'warn');
+  assert.deepEqual(lines[0]!.fields, { webhooks: 3, ids: ids.slice(0, 3), owners: ['user0', 'user1', 'user2'] });
+  assert.match(lines[0]!.message, /WEBHOOK_ALLOW_PRIVATE is off/);
+
+  const allowed = collector();
+  await checkPrivateTargets(store, true, allowed.log);
+  assert.deepEqual(allowed.lines, [], 'allowed: nothing to say');
+  const { store: clean } = await storeWith([noKey]);
+  t.after(() => clean.close());
+  const none = collector();
+  await checkPrivateTargets(clean, false, none.log);
+  assert.deepEqual(none.lines, [], 'only public https targets: nothing to say');
+});
+
+test('the start-up line names WEBHOOK_ALLOW_PRIVATE when it is on, and only then', () => {
+  assert.equal('webhookAllowPrivate' in settingsSummary(loadConfig({})), false);
+  assert.match(
+    String(settingsSummary(loadConfig({ WEBHOOK_ALLOW_PRIVATE: '1' })).webhookAllowPrivate),
+    /^on: http:\/\/ and private addresses are allowed \(development only\)$/,
+  );
 });
