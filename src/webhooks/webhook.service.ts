@@ -253,7 +253,8 @@ export class WebhookService {
   }
 
   async list(owner: string | null): Promise<WebhookBody[]> {
-    return (await this.store.listWebhooks(owner)).map(webhookBody);
+    const now = this.clock();
+    return (await this.store.listWebhooks(owner)).map((w) => webhookBody(w, now));
   }
 
   /** Every webhook (or `owner`'s), each with the subject it belongs to: `plant-store webhooks list`. */

@@ -70,6 +70,7 @@ test('create answers the webhook and its secret; list, update, enable and delete
     description: 'greenhouse',
     failingSince: null,
     disabledReason: null,
+    previousSecretExpiresAt: null,
     createdAt: webhook.createdAt,
   });
   assert.deepEqual(await c.webhooks.list(), [webhook], 'listed without its secret');
