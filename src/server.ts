@@ -12,7 +12,7 @@ import { closeRedis, connectRedis } from './redis.js';
 import { openStore } from './store/open-store.js';
 import { tracing } from './tracing-hooks.js';
 import { SecretBox } from './webhooks/secret-box.js';
-import { checkPrivateTargets, checkStoredSecrets } from './webhooks/secret-check.js';
+import { checkStoredWebhooks } from './webhooks/secret-check.js';
 
 /** Lets a cluster worker exit: its channel to the primary would keep the process alive. */
 export function releaseProcess(): void {
@@ -97,8 +97,7 @@ export async function serve(config: Config): Promise<void> {
   app.server.on('request', () => {
     requests += 1;
   });
-  await checkStoredSecrets(store, new SecretBox(config.events.secretsKey), app.log);
-  await checkPrivateTargets(store, config.events.allowPrivateTargets, app.log);
+  await checkStoredWebhooks(store, new SecretBox(config.events.secretsKey), config.events.allowPrivateTargets, app.log);
   const events = startEventSide(
     store,
     config.events,

@@ -1,5 +1,5 @@
 import type { FastifyBaseLogger } from 'fastify';
-import { failureFields, type WebhookStore } from '../store/store.js';
+import { failureFields, type WebhookRecord, type WebhookStore } from '../store/store.js';
 import { checkWebhookUrl } from './address-policy.js';
 import type { SecretBox } from './secret-box.js';
 
@@ -7,23 +7,34 @@ import type { SecretBox } from './secret-box.js';
 const MAX_IDS = 50;
 
 /**
- * At start, every stored webhook secret is opened once with this SECRETS_KEY (CONTRACT.md 1.2.0,
- * Logs): a key that was lost, changed or left unset shows as one `error` line naming how many
- * webhooks and which, before any delivery fails for it. Never a secret, nor the key. Secrets stored
- * unencrypted while a key is set (made before it was) still open, and are one `warn` line.
+ * At start, the stored webhooks read once and checked for what would make every delivery of
+ * theirs fail in silence: secrets this SECRETS_KEY cannot open, and targets only
+ * WEBHOOK_ALLOW_PRIVATE allows.
  */
-export async function checkStoredSecrets(
+export async function checkStoredWebhooks(
   store: Pick<WebhookStore, 'listWebhooks'>,
   box: SecretBox,
+  allowPrivate: boolean,
   log: FastifyBaseLogger,
 ): Promise<void> {
   let webhooks;
   try {
     webhooks = await store.listWebhooks(null);
   } catch (error) {
-    log.warn(failureFields(error), 'could not read the webhooks to check their secrets at start');
+    log.warn(failureFields(error), 'could not read the webhooks to check their secrets and targets at start');
     return;
   }
+  checkStoredSecrets(webhooks, box, log);
+  checkPrivateTargets(webhooks, allowPrivate, log);
+}
+
+/**
+ * At start, every stored webhook secret is opened once with this SECRETS_KEY (CONTRACT.md 1.2.0,
+ * Logs): a key that was lost, changed or left unset shows as one `error` line naming how many
+ * webhooks and which, before any delivery fails for it. Never a secret, nor the key. Secrets stored
+ * unencrypted while a key is set (made before it was) still open, and are one `warn` line.
+ */
+export function checkStoredSecrets(webhooks: readonly WebhookRecord[], box: SecretBox, log: FastifyBaseLogger): void {
   const closed: string[] = [];
   const plain: string[] = [];
   for (const webhook of webhooks) {
@@ -60,19 +71,12 @@ export async function checkStoredSecrets(
  * silence with "the webhook URL must use https" (issue 33). A host name is not resolved here: one
  * that resolves to a private address is refused at its delivery, as always.
  */
-export async function checkPrivateTargets(
-  store: Pick<WebhookStore, 'listWebhooks'>,
+export function checkPrivateTargets(
+  webhooks: readonly WebhookRecord[],
   allowPrivate: boolean,
   log: FastifyBaseLogger,
-): Promise<void> {
+): void {
   if (allowPrivate) return;
-  let webhooks;
-  try {
-    webhooks = await store.listWebhooks(null);
-  } catch (error) {
-    log.warn(failureFields(error), 'could not read the webhooks to check their targets at start');
-    return;
-  }
   const refused = webhooks.filter(
     (w) => !checkWebhookUrl(w.url, { allowPrivate: false }).ok && checkWebhookUrl(w.url, { allowPrivate: true }).ok,
   );

@@ -220,26 +220,22 @@ async function emptyForReuse(scratch: Scratch): Promise<boolean> {
   await client.connect();
   try {
     await client.query("SET lock_timeout = '2s'");
-    const shape = (
-      await client.query<{ name: string }>(
-        `SELECT tablename AS name FROM pg_tables WHERE schemaname = $1
-         UNION ALL SELECT indexname FROM pg_indexes WHERE schemaname = $1 ORDER BY 1`,
+    const objects = (
+      await client.query<{ name: string; table: boolean }>(
+        `SELECT tablename AS name, true AS table FROM pg_tables WHERE schemaname = $1
+         UNION ALL SELECT indexname, false FROM pg_indexes WHERE schemaname = $1 ORDER BY 1`,
         [scratch.schema],
       )
-    ).rows
-      .map((r) => r.name)
-      .join(' ');
+    ).rows;
+    const shape = objects.map((r) => r.name).join(' ');
     if (!shape.includes('delivery_cursor') || (migratedShape !== undefined && shape !== migratedShape)) return false;
     const version = await client.query<{ v: number }>(
       `SELECT max(version) AS v FROM ${scratch.schema}.schema_migrations`,
     );
     if (version.rows[0]?.v !== LATEST_VERSION) return false;
-    const tables = (
-      await client.query<{ name: string }>(
-        "SELECT tablename AS name FROM pg_tables WHERE schemaname = $1 AND tablename <> 'schema_migrations'",
-        [scratch.schema],
-      )
-    ).rows.map((r) => `${scratch.schema}.${r.name}`);
+    const tables = objects
+      .filter((r) => r.table && r.name !== 'schema_migrations')
+      .map((r) => `${scratch.schema}.${r.name}`);
     await client.query(
       `BEGIN; SET LOCAL search_path = ${scratch.schema}; TRUNCATE ${tables.join(', ')} RESTART IDENTITY; ${SEED_ROWS} COMMIT;`,
     );

@@ -4,7 +4,7 @@ import { test } from 'node:test';
 import type { FastifyBaseLogger } from 'fastify';
 import type { Store, WebhookRecord } from '../../src/store/store.js';
 import { SecretBox } from '../../src/webhooks/secret-box.js';
-import { checkPrivateTargets, checkStoredSecrets } from '../../src/webhooks/secret-check.js';
+import { checkPrivateTargets, checkStoredSecrets, checkStoredWebhooks } from '../../src/webhooks/secret-check.js';
 import { loadConfig } from '../../src/config.js';
 import { settingsSummary } from '../../src/launch.js';
 import { openTestStore } from '../helpers.js';
@@ -64,7 +64,7 @@ test('secrets sealed with another key: one error line naming how many and which,
   const { store, ids } = await storeWith([keyA, keyB, keyA]);
   t.after(() => store.close());
   const { log, lines } = collector();
-  await checkStoredSecrets(store, keyB, log);
+  checkStoredSecrets(await store.listWebhooks(null), keyB, log);
   assert.equal(lines.length, 1, JSON.stringify(lines));
   const [line] = lines;
   assert.equal(line?.level, 'error');
@@ -77,7 +77,7 @@ test('sealed secrets and no SECRETS_KEY: the error says the key is not set', asy
   const { store, ids } = await storeWith([keyA]);
   t.after(() => store.close());
   const { log, lines } = collector();
-  await checkStoredSecrets(store, noKey, log);
+  checkStoredSecrets(await store.listWebhooks(null), noKey, log);
   assert.deepEqual(
     lines.map((l) => [l.level, l.fields]),
     [['error', { webhooks: 1, ids, secretsKey: 'not set' }]],
@@ -89,7 +89,7 @@ test('secrets stored unencrypted while a key is set still open: a warning, not a
   const { store, ids } = await storeWith([noKey, keyA]);
   t.after(() => store.close());
   const { log, lines } = collector();
-  await checkStoredSecrets(store, keyA, log);
+  checkStoredSecrets(await store.listWebhooks(null), keyA, log);
   assert.deepEqual(
     lines.map((l) => [l.level, l.fields]),
     [['warn', { webhooks: 1, ids: [ids[0]] }]],
@@ -104,7 +104,7 @@ test('every secret opens: nothing is said', async (t) => {
     const { store } = await storeWith([...sealedBy]);
     t.after(() => store.close());
     const { log, lines } = collector();
-    await checkStoredSecrets(store, box, log);
+    checkStoredSecrets(await store.listWebhooks(null), box, log);
     assert.deepEqual(lines, []);
   }
 });
@@ -112,7 +112,7 @@ test('every secret opens: nothing is said', async (t) => {
 test('a database that cannot be read: a warning, and the start goes on', async () => {
   const { log, lines } = collector();
   const store = { listWebhooks: () => Promise.reject(new Error('connection refused')) };
-  await checkStoredSecrets(store, keyA, log);
+  await checkStoredWebhooks(store, keyA, false, log);
   assert.equal(lines.length, 1);
   assert.equal(lines[0]?.level, 'warn');
 });
@@ -126,19 +126,19 @@ test('without WEBHOOK_ALLOW_PRIVATE, stored http:// and private targets are one 
     assert.ok(changed, url);
   }
   const { log, lines } = collector();
-  await checkPrivateTargets(store, false, log);
+  checkPrivateTargets(await store.listWebhooks(null), false, log);
   assert.equal(lines.length, 1);
   assert.equal(lines[0]!.level, 'warn');
   assert.deepEqual(lines[0]!.fields, { webhooks: 3, ids: ids.slice(0, 3), owners: ['user0', 'user1', 'user2'] });
   assert.match(lines[0]!.message, /WEBHOOK_ALLOW_PRIVATE is off/);
 
   const allowed = collector();
-  await checkPrivateTargets(store, true, allowed.log);
+  checkPrivateTargets(await store.listWebhooks(null), true, allowed.log);
   assert.deepEqual(allowed.lines, [], 'allowed: nothing to say');
   const { store: clean } = await storeWith([noKey]);
   t.after(() => clean.close());
   const none = collector();
-  await checkPrivateTargets(clean, false, none.log);
+  checkPrivateTargets(await clean.listWebhooks(null), false, none.log);
   assert.deepEqual(none.lines, [], 'only public https targets: nothing to say');
 });
 
