@@ -8,7 +8,8 @@ import { type EventSettings, testConfig } from '../../src/config.js';
 import { Dispatcher } from '../../src/webhooks/dispatcher.js';
 import { SecretBox } from '../../src/webhooks/secret-box.js';
 import { WebhookSender } from '../../src/webhooks/sender.js';
-import { type TestApp, openTestStore } from '../helpers.js';
+import assert from 'node:assert/strict';
+import { type TestApp, json, openTestStore } from '../helpers.js';
 
 // An app and a dispatcher over one store of the engine under test, sharing one clock that runs
 // with real time (so that the standardwebhooks package accepts the signatures' timestamps) and
@@ -62,6 +63,13 @@ export class TestReceiver {
 }
 
 export { eventually } from '../support/eventually.js';
+
+/** POST /webhooks for `url` with `token`: the new webhook's id (a 201 asserted). */
+export async function addWebhook(h: TestApp, token: string, url: string): Promise<string> {
+  const res = await h.call(token, { method: 'POST', url: '/webhooks', ...json(JSON.stringify({ url })) });
+  assert.equal(res.statusCode, 201, res.payload);
+  return (JSON.parse(res.payload) as { id: string }).id;
+}
 
 export interface DeliveryHarness extends TestApp {
   readonly dispatcher: Dispatcher;

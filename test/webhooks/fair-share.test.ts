@@ -8,7 +8,7 @@ import { SecretBox } from '../../src/webhooks/secret-box.js';
 import { WebhookSender } from '../../src/webhooks/sender.js';
 import { json } from '../helpers.js';
 import { plantBody } from '../plants/plant.helpers.js';
-import { TestReceiver, deliveryHarness, eventually } from './delivery-harness.js';
+import { TestReceiver, addWebhook, deliveryHarness, eventually } from './delivery-harness.js';
 
 // Issue 33, point 2 (contract 1.3.0, fairness): one subject whose receivers hang holds at most its
 // own share of a process's in-flight deliveries, and another subject's deliveries keep their
@@ -50,11 +50,7 @@ test("a subject's hanging receivers hold at most its share; another subject's de
   const healthy = await new TestReceiver().start(t);
   const m = await h.token('mallory', SCOPES);
   const a = await h.token('alice', SCOPES);
-  const add = async (token: string, url: string): Promise<string> => {
-    const res = await h.call(token, { method: 'POST', url: '/webhooks', ...json(JSON.stringify({ url })) });
-    assert.equal(res.statusCode, 201, res.payload);
-    return (JSON.parse(res.payload) as { id: string }).id;
-  };
+  const add = (token: string, url: string): Promise<string> => addWebhook(h, token, url);
   // Alice's webhook first, so that an id order puts every one of mallory's after it or before it
   // by chance alone: the fairness must not depend on it.
   const alices = await add(a, healthy.url);

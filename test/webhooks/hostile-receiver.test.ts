@@ -8,7 +8,14 @@ import { SecretBox } from '../../src/webhooks/secret-box.js';
 import { WebhookSender } from '../../src/webhooks/sender.js';
 import { json } from '../helpers.js';
 import { plantBody } from '../plants/plant.helpers.js';
-import { type Answer, type DeliveryHarness, TestReceiver, deliveryHarness, eventually } from './delivery-harness.js';
+import {
+  type Answer,
+  type DeliveryHarness,
+  TestReceiver,
+  addWebhook,
+  deliveryHarness,
+  eventually,
+} from './delivery-harness.js';
 
 // Issue 33, point 1 (contract 1.3.0): a receiver's answer is recorded whatever its bytes, and a
 // failure to record an attempt's details never leaves a delivery to be sent again and again. Before
@@ -37,14 +44,7 @@ async function setup(t: Parameters<typeof deliveryHarness>[0], answer: Answer, s
   const receiver = await new TestReceiver().start(t);
   receiver.answer = () => answer;
   const alice = await h.token('alice', SCOPES);
-  const created = await h.call(alice, {
-    method: 'POST',
-    url: '/webhooks',
-    ...json(JSON.stringify({ url: receiver.url })),
-  });
-  assert.equal(created.statusCode, 201, created.payload);
-  const { id } = JSON.parse(created.payload) as { id: string };
-  return { h, receiver, alice, id };
+  return { h, receiver, alice, id: await addWebhook(h, alice, receiver.url) };
 }
 
 async function createPlant(h: DeliveryHarness, token: string, id: string): Promise<void> {

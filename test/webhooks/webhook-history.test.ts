@@ -14,7 +14,7 @@ import {
   create,
   plantBody,
 } from '../plants/plant.helpers.js';
-import { type DeliveryHarness, TestReceiver, deliveryHarness, eventually } from './delivery-harness.js';
+import { type DeliveryHarness, TestReceiver, addWebhook, deliveryHarness, eventually } from './delivery-harness.js';
 
 // A webhook's history for the subscriber's page (issue 27), on the engine under test: its
 // deliveries in pages (`?before=` and `Link: rel="next"`), and its attempts of the last 24 hours
@@ -45,12 +45,7 @@ function idsOf(res: Response): string[] {
 const get = (h: TestApp, token: string | undefined, url: string): Promise<Response> =>
   h.call(token, { method: 'GET', url });
 
-async function createWebhook(h: TestApp, token: string, url: string): Promise<string> {
-  return jsonBody<{ id: string }>(
-    await h.call(token, { method: 'POST', url: '/webhooks', ...json(JSON.stringify({ url })) }),
-    201,
-  ).id;
-}
+const createWebhook = addWebhook;
 
 async function plant(h: TestApp, token: string, id: string): Promise<void> {
   assert.equal((await create(h, token, plantBody(id, `plant ${id}`))).statusCode, 200);

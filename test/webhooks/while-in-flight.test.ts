@@ -4,7 +4,7 @@ import { type ServerResponse, createServer } from 'node:http';
 import { test } from 'node:test';
 import { json } from '../helpers.js';
 import { plantBody } from '../plants/plant.helpers.js';
-import { type DeliveryHarness, TestReceiver, deliveryHarness, eventually } from './delivery-harness.js';
+import { type DeliveryHarness, TestReceiver, addWebhook, deliveryHarness, eventually } from './delivery-harness.js';
 
 // Issue 33, points 3 and 4 (contract 1.3.0): a retry asked for while an attempt is on the wire is
 // not lost, and enabling a webhook that is already active changes nothing. Both engines
@@ -16,12 +16,6 @@ interface DeliveryJson {
   id: string;
   status: string;
   attempts: number;
-}
-
-async function addWebhook(h: DeliveryHarness, token: string, url: string): Promise<string> {
-  const res = await h.call(token, { method: 'POST', url: '/webhooks', ...json(JSON.stringify({ url })) });
-  assert.equal(res.statusCode, 201, res.payload);
-  return (JSON.parse(res.payload) as { id: string }).id;
 }
 
 async function deliveries(h: DeliveryHarness, token: string, id: string): Promise<DeliveryJson[]> {
