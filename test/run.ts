@@ -17,11 +17,13 @@ import { type ThrowawayPostgres, startThrowawayPostgres } from './support/postgr
  * Usage: node --import tsx test/run.ts [--check | --list] <suite | test files…>
  * `--check` only settles PostgreSQL (starting and stopping a throwaway server) and runs no test;
  * `--list` prints the files a suite names. A suite names files by folder (docs/testing.md says what each covers):
- * - `main` (`npm test`): every test file but test/e2e/'s;
+ * - `main` (`npm test`): every test file but test/e2e/'s and test/browser/'s;
+ * - `browser` (`npm run test:browser`): test/browser/, the pages driven in Chromium;
  * - `e2e` (`npm run test:e2e`): test/e2e/, the real server process started as users start it;
  * - `timing` (`npm run test:timing`): the files whose tests wait on real time, signals and
  *   processes (test/e2e/, the dispatcher and pressure, the change feed, the event store, the
- *   overload guard, the browser tests), which `.ci/run` runs again with a core kept busy.
+ *   overload guard, the browser tests), which `.ci/run` runs with a core kept busy (the browser
+ *   tests run there only: Chromium's CPU would double `npm test`'s time on a 2-core host).
  * TEST_CONCURRENCY sets how many files run at once (default: the cores, plus one: most files
  * wait on sockets, processes and fsync more than they compute). Each file's time goes to
  * test-output/durations-<suite>.txt (durations.txt for files named one by one).
@@ -47,7 +49,8 @@ function testFiles(dir: string): string[] {
 }
 
 const SUITES: Record<string, () => string[]> = {
-  main: () => FOLDERS.flatMap(testFiles).filter((file) => !file.startsWith('test/e2e/')),
+  main: () => FOLDERS.flatMap(testFiles).filter((file) => !/^test\/(e2e|browser)\//.test(file)),
+  browser: () => testFiles('test').filter((file) => file.startsWith('test/browser/')),
   e2e: () => testFiles('test').filter((file) => file.startsWith('test/e2e/')),
   timing: () =>
     testFiles('test').filter(
