@@ -39,7 +39,13 @@ Connect (\`JWT_JWKS_URL\`) also accepts the provider's JWTs.
 - Version 1.2.0 added what subscribers and operators rely on: \`PATCH /webhooks/{id}\`, secret rotation with an
   overlap (two signatures), \`ping\`, \`recover\`, the attempt log, \`Retry-After\` honoured, a webhook's
   \`description\`, \`failingSince\` and \`disabledReason\`; the feed's \`?types=\` and its JSON pages
-  (\`Accept: application/json\`); streams that survive a deploy (\`retry:\`) and end with their token.`;
+  (\`Accept: application/json\`); streams that survive a deploy (\`retry:\`) and end with their token.
+- Version 1.3.0 made the event side hold against hostile and unlucky receivers and opened the feed to browsers:
+  \`POST /events/tickets\` and \`GET /events?ticket=\` (a browser's \`EventSource\` cannot send \`Authorization\`);
+  a webhook's \`previousSecretExpiresAt\`; \`recover\` also creates what a paused webhook was not sent
+  (\`{"requeued", "created"}\`); any receiver's answer recorded (NUL, binary) and its outcome counted; a fair share
+  of deliveries per webhook and per subject; a retry asked during an attempt kept; \`enable\` on an active webhook
+  changing nothing; \`Retry-After\` read only in RFC 9110's two forms; an interim 1xx before the final answer.`;
 
 /**
  * One example Error body per status, in the server's own words, so that /docs and generated
@@ -80,7 +86,7 @@ const PARTS: readonly ApiPart[] = [PLANTS_API, ERRORS_API, WEBHOOKS_API, EVENTS_
 export const API_DESCRIPTION: ApiDescription = {
   info: {
     title: 'Plant Store',
-    version: '1.2.0',
+    version: '1.3.0',
     description: DESCRIPTION,
     // Spectral's info-contact: who answers for this API. No address is given, since each
     // deployment has its own operators; PUBLIC_URL's server is where to find them.

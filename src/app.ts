@@ -26,6 +26,7 @@ import { knockedOut } from './knockouts.js';
 import { createValidatorCompiler } from './http/validation.js';
 import { eventRoutes } from './events/event.routes.js';
 import { EventStreams } from './events/event-streams.js';
+import { EventTickets, ticketDoor } from './events/event-tickets.js';
 import { plantRoutes } from './plants/plant.routes.js';
 import { PlantService } from './plants/plant.service.js';
 import type { Store } from './store/store.js';
@@ -59,7 +60,12 @@ export async function buildApp({
   const jwt = config.jwt ? new JwtVerifier(config.jwt) : undefined;
   const authenticator = new TokenAuthenticator(store, clock, knockedOut('auth-cache') ? 0 : config.tokenCacheMs, jwt);
   // An open stream ends once its token would be refused (issue 23): checked through the same cache.
-  const eventStreams = new EventStreams((credential) => authenticator.accepts(credential));
+  const eventStreams = new EventStreams((credential) =>
+    typeof credential === 'string'
+      ? authenticator.accepts(credential)
+      : authenticator.acceptsId(credential.tokenId, credential.until),
+  );
+  const tickets = new EventTickets(store, authenticator, clock);
   const metrics = new Metrics(store, {
     clock,
     openStreams: () => eventStreams.streams.size,
@@ -120,7 +126,7 @@ export async function buildApp({
       });
       api.addHook('onRequest', lag.guard(config.maxEventLoopDelayMs));
     }
-    api.addHook('onRequest', authenticateHook(authenticator));
+    api.addHook('onRequest', authenticateHook(authenticator, ticketDoor(tickets)));
     if (config.rateLimit) {
       await api.register(rateLimit, {
         max: config.rateLimit.max,
@@ -145,7 +151,7 @@ export async function buildApp({
     await api.register(plantRoutes(new PlantService(store)));
     const secrets = new SecretBox(config.events.secretsKey);
     await api.register(webhookRoutes(new WebhookService(store, config.events, secrets, clock)));
-    await api.register(eventRoutes(store, config.events, eventStreams));
+    await api.register(eventRoutes(store, config.events, eventStreams, tickets));
   });
   // After the API, so that the OpenAPI document it builds sees every route.
   await app.register(

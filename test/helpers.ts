@@ -28,12 +28,16 @@ export function openTestStore(): Promise<Store> {
 }
 
 /** A fresh app over a fresh store, built exactly as the server builds it. */
-export async function makeApp(overrides: Partial<Config> = {}, given?: Store): Promise<TestApp> {
+export async function makeApp(
+  overrides: Partial<Config> = {},
+  given?: Store,
+  logStream?: { write(text: string): void },
+): Promise<TestApp> {
   const store = given ?? (await openTestStore());
   let now = Date.UTC(2026, 0, 1);
   const clock = (): number => now;
   await store.migrate();
-  const app = await buildApp({ config: testConfig(overrides), store, clock });
+  const app = await buildApp({ config: testConfig(overrides), store, clock, ...(logStream && { logStream }) });
   await app.ready();
   const tokens = new TokenService(store, clock);
   return {

@@ -47,16 +47,52 @@ const INVALID_TOKEN = (refusal: Refusal): HttpError =>
 type Done = (error?: Error) => void;
 
 /**
+ * Where a request may carry a single-use ticket instead of a bearer token (GET /events?ticket=,
+ * interface 1.3.0), and how a ticket is spent. Given by the change feed (events/event-tickets.ts).
+ */
+export interface TicketDoor {
+  /** The ticket this request carries where its route takes one; undefined otherwise. May throw an HttpError. */
+  ticketOf(request: FastifyRequest): string | undefined;
+  /** The principal the ticket stands for, the ticket spent; undefined when it cannot open anything. */
+  spend(ticket: string): Promise<Principal | undefined>;
+}
+
+const INVALID_TICKET = (): HttpError =>
+  new HttpError(
+    401,
+    'the ticket is unknown, spent, expired, or its token is revoked or expired: ask POST /events/tickets for a new one',
+    challenge('invalid_token'),
+    { refused: 'ticket' },
+  );
+
+/**
  * The onRequest hook of every /plants route: authentication runs before anything else. A callback
  * hook, synchronous while the token is cached: no promise on the hot path.
  */
-export function authenticateHook(authenticator: TokenAuthenticator) {
+export function authenticateHook(authenticator: TokenAuthenticator, tickets?: TicketDoor) {
   return function authenticate(request: FastifyRequest, _reply: unknown, done: Done): void {
     // Node keeps only the first of repeated Authorization headers, so count the raw ones.
     if (authorizationHeaderCount(request.raw.rawHeaders) > 1) {
       return done(new HttpError(400, 'send exactly one Authorization header', challenge('invalid_request')));
     }
     const header = request.headers.authorization;
+    let ticket: string | undefined;
+    try {
+      ticket = tickets?.ticketOf(request);
+    } catch (error) {
+      return done(error as Error);
+    }
+    if (ticket !== undefined) {
+      if (header !== undefined) {
+        return done(new HttpError(400, 'send a bearer token or a ticket, not both', challenge('invalid_request')));
+      }
+      tickets!.spend(ticket).then((principal) => {
+        if (principal === undefined) return done(INVALID_TICKET());
+        request.principal = principal;
+        done();
+      }, done);
+      return;
+    }
     if (header === undefined) {
       return done(
         new HttpError(

@@ -72,6 +72,23 @@ export class TokenAuthenticator {
     }
   }
 
+  /**
+   * Whether the token with this id is still accepted, its secret not presented: for what a token
+   * handed on (a ticket of the change feed, and the stream it opened). A JWT (`jwt:…`) has no record
+   * here; `until`, its `exp`, says when it ends. True while the store cannot be asked, as `accepts`.
+   */
+  async acceptsId(id: string, until: number | null): Promise<boolean> {
+    if (until !== null) return until > this.clock();
+    try {
+      const hit = this.cache.get(id);
+      const { record } = hit && this.clock() - hit.fetchedAt < this.cacheMs ? hit : await this.fetch(id);
+      if (!record || record.revokedAt !== null) return false;
+      return record.expiresAt === null || record.expiresAt > this.clock() + this.skew;
+    } catch {
+      return true;
+    }
+  }
+
   private verify(token: string, id: string, { record, principal }: Cached): Principal | Refusal {
     if (!record || !principal) return new Refusal('unknown', id);
     if (!tokenMatches(token, record.secretHash)) return new Refusal('wrong secret', id);

@@ -46,7 +46,12 @@ export class JwtVerifier {
     const subject = payload.sub;
     if (typeof subject !== 'string' || !isSubject(subject)) return undefined; // the rule of API tokens' subjects
     const claimed = typeof payload.scope === 'string' ? payload.scope.split(' ') : [];
-    return { subject, scopes: new Set(claimed.filter(isScope)), tokenId: `jwt:${subject}` };
+    return {
+      subject,
+      scopes: new Set(claimed.filter(isScope)),
+      tokenId: `jwt:${subject}`,
+      expiresAt: payload.exp! * 1000, // a required claim
+    };
   }
 
   private async check(token: string): Promise<JWTPayload> {

@@ -6,4 +6,6 @@ export interface Principal {
   readonly subject: string;
   readonly scopes: ReadonlySet<string>;
   readonly tokenId: string;
+  /** When the credential ends where no token record says so (a JWT's `exp`, ms); absent otherwise. */
+  readonly expiresAt?: number;
 }

@@ -1,12 +1,23 @@
 import { randomInt } from 'node:crypto';
 import type { EventStream } from './event-stream.js';
 import type { EventTail } from './event-tail.js';
+import type { TicketHolder } from './event-tickets.js';
 
 /**
- * Whether a bearer credential is still accepted: false once it is refused (revoked, expired);
+ * What a stream was opened with: a bearer credential, or (a ticket spent) the token behind it.
+ * Held in memory only, for the checks of its token; never logged.
+ */
+export type StreamCredential = string | TicketHolder;
+
+/**
+ * Whether a stream's credential is still accepted: false once it is refused (revoked, expired);
  * true while it cannot be judged (the store or the identity provider away).
  */
-export type CredentialCheck = (credential: string) => Promise<boolean>;
+export type CredentialCheck = (credential: StreamCredential) => Promise<boolean>;
+
+/** One check per distinct token: the streams of one bearer credential, or of one token's tickets, share it. */
+const checkKey = (credential: StreamCredential): string =>
+  typeof credential === 'string' ? credential : `ticket ${credential.tokenId}`;
 
 /**
  * How often the tokens of open streams are checked again. A stream must end within 5 s of its
@@ -35,8 +46,8 @@ export class EventStreams {
   /** Set by endAll: streams are ending; a stream request now gets 200 with `retry:` and an end at once. */
   closing = false;
   private readonly places = new Map<string, number>();
-  /** Each stream's bearer credential, held in memory only for its checks, never logged. */
-  private readonly credentials = new Map<EventStream, string>();
+  /** Each stream's credential, held in memory only for its checks, never logged. */
+  private readonly credentials = new Map<EventStream, StreamCredential>();
   private checks: NodeJS.Timeout | undefined;
   private checking = false;
   private tail: EventTail | undefined;
@@ -63,7 +74,7 @@ export class EventStreams {
     };
   }
 
-  add(stream: EventStream, credential: string | undefined): void {
+  add(stream: EventStream, credential: StreamCredential | undefined): void {
     this.streams.add(stream);
     if (credential !== undefined) this.credentials.set(stream, credential);
     if (this.checks === undefined && this.stillAccepted !== undefined) {
@@ -104,14 +115,15 @@ export class EventStreams {
     if (this.checking || this.stillAccepted === undefined) return;
     this.checking = true;
     try {
-      const byCredential = new Map<string, EventStream[]>();
+      const byCredential = new Map<string, [StreamCredential, EventStream[]]>();
       for (const [stream, credential] of this.credentials) {
-        const same = byCredential.get(credential);
-        if (same) same.push(stream);
-        else byCredential.set(credential, [stream]);
+        const key = checkKey(credential);
+        const same = byCredential.get(key);
+        if (same) same[1].push(stream);
+        else byCredential.set(key, [credential, [stream]]);
       }
       await Promise.all(
-        [...byCredential].map(async ([credential, streams]) => {
+        [...byCredential.values()].map(async ([credential, streams]) => {
           if (await this.stillAccepted!(credential)) return;
           for (const stream of streams) stream.end('the token was revoked or has expired');
         }),

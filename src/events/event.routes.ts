@@ -11,6 +11,7 @@ import { bearerCredential } from '../auth/authenticate.js';
 import { EventStream } from './event-stream.js';
 import { type EventStreams, reconnectionTime } from './event-streams.js';
 import { EventTail } from './event-tail.js';
+import { type EventTickets, TICKET_LIFETIME_MS, ticketHolderOf } from './event-tickets.js';
 import { parseTypesQuery } from './event-types-query.js';
 import { reconnectLater, startStream } from './stream-response.js';
 
@@ -47,7 +48,8 @@ export const eventFeedSchema = {
     '**Pages of JSON** (`Accept: application/json`, for pollers): the events after `?after=` (without it: from the oldest event kept), in id order, at most `?limit=`; every page, an empty one too, carries `Link: <…>; rel="next"` whose `after` is the last id of the page (or the same `after` when it is empty): follow it forever. ' +
     '`?types=` keeps only events of those types, on both. An `after` older than the retention answers 410.',
   tags: ['events'],
-  security: [{ bearerAuth: [] }],
+  // A bearer token, or (a stream only) a ticket in the query: `?ticket=`.
+  security: [{ bearerAuth: [] }, { eventTicket: [] }] as Array<Record<string, string[]>>,
   querystring: Type.Object({
     after: Type.Optional(
       Type.String({
@@ -125,11 +127,48 @@ export const eventFeedSchema = {
   },
 };
 
+export const ticketSchema = {
+  operationId: 'createEventTicket',
+  summary: 'A ticket that opens one stream',
+  description:
+    `A single-use ticket for \`GET /events?ticket=<ticket>\`, valid ${TICKET_LIFETIME_MS / 1000} s: what a browser's own \`EventSource\`, which cannot send \`Authorization\`, opens the stream with. ` +
+    'The stream acts as the token that asked for the ticket, follows the same rules as any other (at most 5 per token, ending with its token) and spends the ticket; to resume it after it ends, ask for a fresh ticket and pass `?after=<the last id received>`. ' +
+    'A ticket is refused once its token is revoked or expired, and never appears in the logs. No request body.',
+  tags: ['events'],
+  security: [{ bearerAuth: [] }],
+  response: {
+    201: {
+      description: 'The ticket, and when it can no longer be spent',
+      ...Type.Object(
+        {
+          ticket: Type.String({
+            description: 'the ticket: `?ticket=` of one `GET /events` stream; a secret while it lasts',
+            examples: ['pse_yF3pO8qX0b4mS1tN6vW2cE9kR5aH7jL0dG3uI8zQ4xB'],
+          }),
+          expiresAt: Type.String({
+            format: 'date-time',
+            description: 'RFC 3339, UTC: when the ticket can no longer open a stream (60 s after it was made)',
+            examples: ['2026-01-01T00:01:00.000Z'],
+          }),
+        },
+        {
+          additionalProperties: false,
+          examples: [
+            { ticket: 'pse_yF3pO8qX0b4mS1tN6vW2cE9kR5aH7jL0dG3uI8zQ4xB', expiresAt: '2026-01-01T00:01:00.000Z' },
+          ],
+        },
+      ),
+    },
+    ...errorResponses(401, 403, 408, 429, 431, 500, 503),
+  },
+};
+
 /** GET /events: the change feed (CONTRACT.md, Events). */
 export function eventRoutes(
   store: EventStore,
   options: EventFeedOptions,
   registry: EventStreams,
+  tickets: EventTickets,
 ): FastifyPluginAsyncTypebox {
   return async (app) => {
     const tail = new EventTail(store, options.heartbeatMs, (error) =>
@@ -140,6 +179,12 @@ export function eventRoutes(
       registry.endAll();
       tail.close();
       done();
+    });
+
+    app.post('/events/tickets', { schema: ticketSchema, config: { scope: 'plants:read' } }, async (request, reply) => {
+      const { ticket, expiresAt } = await tickets.issue(request.principal);
+      reply.header('cache-control', 'no-store');
+      return reply.code(201).send({ ticket, expiresAt: new Date(expiresAt).toISOString() });
     });
 
     app.get(
@@ -207,7 +252,7 @@ export function eventRoutes(
           },
           types,
         );
-        registry.add(stream, bearerCredential(request.headers.authorization));
+        registry.add(stream, ticketHolderOf(principal) ?? bearerCredential(request.headers.authorization));
         raw.write(`: connected\nretry: ${reconnectionTime()}\n\n`);
         try {
           await tail.subscribe(stream);

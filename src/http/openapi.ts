@@ -233,6 +233,13 @@ export function buildOpenApi(
           description:
             'An API token from `plant-store token create` (or, on a server with `JWT_JWKS_URL` set, a JWT from its OpenID Connect provider).',
         },
+        eventTicket: {
+          type: 'apiKey',
+          in: 'query',
+          name: 'ticket',
+          description:
+            'GET /events only, in place of the bearer token: a single-use ticket of 60 s from `POST /events/tickets`, for a browser’s `EventSource`, which cannot send `Authorization`.',
+        },
       },
     },
   };

@@ -5,12 +5,13 @@ const REQUEST_LOG_OFF = knockedOut('request-log');
 import pino, { type Logger } from 'pino';
 
 /** Query parameters whose value is a credential, whatever the caller calls it. */
-const CREDENTIAL_PARAM = '(?:access_token|token|jwt|api_?key|key|authorization|secret|password)=';
+const CREDENTIAL_PARAM = '(?:access_token|token|ticket|jwt|api_?key|key|authorization|secret|password)=';
 
 // Credentials that callers put where they do not belong (a query string, a path) stay out of the
 // logs. Each pattern is linear in the URL's length: a JWT is matched only from the start of a word.
 const SECRETS: ReadonlyArray<[RegExp, string]> = [
   [/pst(?:_|%5f)[0-9A-Za-z]+/gi, '[redacted]'], // an API token, plain or percent-encoded
+  [/pse(?:_|%5f)[\w-]+/gi, '[redacted]'], // a ticket of the change feed (events/event-tickets.ts)
   [/(?<![\w-])eyJ[\w-]*\.[\w-]*\.[\w-]*/g, '[redacted]'], // a JWT
   [new RegExp(`((?:^|[?&;])${CREDENTIAL_PARAM})[^&;]*`, 'gi'), '$1[redacted]'],
 ];
@@ -18,7 +19,7 @@ const SECRETS: ReadonlyArray<[RegExp, string]> = [
 const LOGGED_URL_MAX = 2048;
 
 /** What every pattern above needs to match: most URLs (`/plants?limit=10`) have none of it. */
-const SUSPECT = new RegExp(`pst(?:_|%5f)|eyJ|${CREDENTIAL_PARAM}`, 'i');
+const SUSPECT = new RegExp(`ps[te](?:_|%5f)|eyJ|${CREDENTIAL_PARAM}`, 'i');
 
 /** The URL as logged: any credential in it replaced by `[redacted]`, and cut at 2 KiB. */
 export function redactUrl(url: string): string {

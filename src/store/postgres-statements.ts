@@ -86,6 +86,12 @@ export const STATEMENTS = {
   tokenById: `SELECT *, ${DB_NOW_MS} AS read_at FROM api_tokens WHERE id = $1`,
   tokenAll: 'SELECT * FROM api_tokens ORDER BY created_at, id',
   tokenRevoke: `UPDATE api_tokens SET revoked_at = coalesce(revoked_at, ${DB_NOW_MS}) WHERE id = $1`,
+  // A ticket's 60 s run on the database's clock too, whichever instance made or spends it. The insert
+  // forgets the tickets that ran out unspent; the spend is a delete, so a ticket opens one stream.
+  ticketInsert: `WITH expired AS (DELETE FROM event_tickets WHERE expires_at <= ${DB_NOW_MS})
+    INSERT INTO event_tickets (hash, token_id, subject, scopes, expires_at, credential_expires_at)
+    VALUES ($1, $2, $3, $4, ${DB_NOW_MS} + $5::bigint, $6) RETURNING expires_at`,
+  ticketSpend: `DELETE FROM event_tickets WHERE hash = $1 AND expires_at > ${DB_NOW_MS} RETURNING *`,
 } as const;
 
 /** One named, prepared statement: parsed once per connection. */

@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import { type STATEMENTS, runStatement } from './postgres-statements.js';
-import type { TokenRecord } from './store.js';
+import type { TicketRecord, TokenRecord } from './store.js';
 
 // API tokens on PostgreSQL: stored with the hash of the secret (never the secret), found by their
 // public id, listed, revoked. Every time is the database's clock (issue 13; postgres-statements.ts).
@@ -14,6 +14,15 @@ interface TokenRow {
   expires_at: string | null;
   revoked_at: string | null;
   read_at?: string;
+}
+
+interface TicketRow {
+  hash: Buffer;
+  token_id: string;
+  subject: string;
+  scopes: string;
+  expires_at: string;
+  credential_expires_at: string | null;
 }
 
 const optionalNumber = (value: string | null): number | null => (value === null ? null : Number(value));
@@ -52,6 +61,27 @@ export class PostgresTokens {
 
   async list(): Promise<TokenRecord[]> {
     return (await this.run<TokenRow>('tokenAll', [])).rows.map(toToken);
+  }
+
+  /** Its lifetime runs on the database's clock (`now`, the calling host's, is not used). */
+  async createTicket(t: Omit<TicketRecord, 'expiresAt'>, _now: number, lifetimeMs: number): Promise<number> {
+    const values = [t.hash, t.tokenId, t.subject, t.scopes.join(' '), lifetimeMs, t.credentialExpiresAt];
+    const row = (await this.run<{ expires_at: string }>('ticketInsert', values)).rows[0]!;
+    return Number(row.expires_at);
+  }
+
+  async spendTicket(hash: Buffer, _now: number): Promise<TicketRecord | undefined> {
+    const row = (await this.run<TicketRow>('ticketSpend', [hash])).rows[0];
+    return (
+      row && {
+        hash: row.hash,
+        tokenId: row.token_id,
+        subject: row.subject,
+        scopes: row.scopes.split(' '),
+        expiresAt: Number(row.expires_at),
+        credentialExpiresAt: optionalNumber(row.credential_expires_at),
+      }
+    );
   }
 
   /** Stamped with the database's clock; `at` (the calling host's) is not trusted. */

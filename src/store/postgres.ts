@@ -27,6 +27,7 @@ import {
   type PlantPage,
   type PlantRecord,
   type Store,
+  type TicketRecord,
   type TokenRecord,
   type WebhookRecord,
   type WebhookBacklog,
@@ -108,6 +109,14 @@ export class PostgresStore implements Store {
 
   revokeToken(id: string, at: number): Promise<boolean> {
     return this.tokens.revoke(id, at);
+  }
+
+  createTicket(ticket: Omit<TicketRecord, 'expiresAt'>, now: number, lifetimeMs: number): Promise<number> {
+    return this.tokens.createTicket(ticket, now, lifetimeMs);
+  }
+
+  spendTicket(hash: Buffer, now: number): Promise<TicketRecord | undefined> {
+    return this.tokens.spendTicket(hash, now);
   }
 
   // Events, webhooks and deliveries.

@@ -1,5 +1,5 @@
 import type Database from 'better-sqlite3';
-import type { TokenRecord } from './store.js';
+import type { TicketRecord, TokenRecord } from './store.js';
 
 // API tokens on SQLite: stored with the hash of the secret (never the secret), found by their
 // public id, listed, revoked. Times are the issuing host's clock, as the caller gives them.
@@ -12,6 +12,15 @@ interface TokenRow {
   created_at: number;
   expires_at: number | null;
   revoked_at: number | null;
+}
+
+interface TicketRow {
+  hash: Buffer;
+  token_id: string;
+  subject: string;
+  scopes: string;
+  expires_at: number;
+  credential_expires_at: number | null;
 }
 
 const toToken = (row: TokenRow): TokenRecord => ({
@@ -33,6 +42,11 @@ export function prepareTokenStatements(db: Database.Database) {
     byId: db.prepare('SELECT * FROM api_tokens WHERE id = ?'),
     all: db.prepare('SELECT * FROM api_tokens ORDER BY created_at, id'),
     revoke: db.prepare('UPDATE api_tokens SET revoked_at = coalesce(revoked_at, ?) WHERE id = ?'),
+    ticketInsert: db.prepare(
+      'INSERT INTO event_tickets (hash, token_id, subject, scopes, expires_at, credential_expires_at) VALUES (?, ?, ?, ?, ?, ?)',
+    ),
+    ticketsExpired: db.prepare('DELETE FROM event_tickets WHERE expires_at <= ?'),
+    ticketSpend: db.prepare('DELETE FROM event_tickets WHERE hash = ? AND expires_at > ? RETURNING *'),
   };
 }
 
@@ -52,6 +66,28 @@ export class SqliteTokens {
 
   list(): TokenRecord[] {
     return (this.sql.all.all() as TokenRow[]).map(toToken);
+  }
+
+  /** Run inside a write transaction (the group commit): the insert and the sweep of expired ones. */
+  createTicket(t: Omit<TicketRecord, 'expiresAt'>, now: number, lifetimeMs: number): number {
+    const expiresAt = now + lifetimeMs;
+    this.sql.ticketsExpired.run(now);
+    this.sql.ticketInsert.run(t.hash, t.tokenId, t.subject, t.scopes.join(' '), expiresAt, t.credentialExpiresAt);
+    return expiresAt;
+  }
+
+  spendTicket(hash: Buffer, now: number): TicketRecord | undefined {
+    const row = this.sql.ticketSpend.get(hash, now) as TicketRow | undefined;
+    return (
+      row && {
+        hash: row.hash,
+        tokenId: row.token_id,
+        subject: row.subject,
+        scopes: row.scopes.split(' '),
+        expiresAt: row.expires_at,
+        credentialExpiresAt: row.credential_expires_at,
+      }
+    );
   }
 
   /** False when there is no such token; a second revocation keeps the first time. */

@@ -30,6 +30,7 @@ import {
   StoreUnavailableError,
   type WebhookRecord,
   type WebhookBacklog,
+  type TicketRecord,
   type TokenRecord,
   ANY_SUBJECT,
   FAN_OUT_BATCH,
@@ -164,6 +165,14 @@ export class SqliteStore implements Store {
 
   revokeToken(id: string, at: number): Promise<boolean> {
     return Promise.resolve(this.tokens.revoke(id, at));
+  }
+
+  createTicket(ticket: Omit<TicketRecord, 'expiresAt'>, now: number, lifetimeMs: number): Promise<number> {
+    return this.writes.run(() => this.tokens.createTicket(ticket, now, lifetimeMs));
+  }
+
+  spendTicket(hash: Buffer, now: number): Promise<TicketRecord | undefined> {
+    return this.writes.run(() => this.tokens.spendTicket(hash, now));
   }
 
   // Events, webhooks and deliveries: reads answer from the connection at once; writes go through

@@ -83,12 +83,37 @@ export interface TokenRecord {
   readonly readAt?: number;
 }
 
+/**
+ * A ticket of the change feed (interface 1.3.0, POST /events/tickets): what a browser's
+ * EventSource, which cannot send `Authorization`, opens a stream with. Kept by the hash of the
+ * ticket (never the ticket), bound to the token that asked for it, spent once.
+ */
+export interface TicketRecord {
+  /** SHA-256 of the whole ticket. */
+  readonly hash: Buffer;
+  /** The token's id (an API token's public id, or `jwt:<subject>`). */
+  readonly tokenId: string;
+  readonly subject: string;
+  readonly scopes: readonly string[];
+  /** When the ticket can no longer be spent, ms since the epoch (PostgreSQL: on its own clock). */
+  readonly expiresAt: number;
+  /** When the credential behind it ends where no token record says so (a JWT's `exp`); else null. */
+  readonly credentialExpiresAt: number | null;
+}
+
 export interface TokenStore {
   createToken(token: TokenRecord): Promise<void>;
   findToken(id: string): Promise<TokenRecord | undefined>;
   listTokens(): Promise<TokenRecord[]>;
   /** False when there is no such token. Revoking twice keeps the first time. */
   revokeToken(id: string, at: number): Promise<boolean>;
+  /**
+   * Keeps a new ticket, valid for `lifetimeMs` from `now` (PostgreSQL: from its own clock), and
+   * forgets the tickets that ran out unspent. Returns when it expires.
+   */
+  createTicket(ticket: Omit<TicketRecord, 'expiresAt'>, now: number, lifetimeMs: number): Promise<number>;
+  /** The ticket with this hash, removed so that it cannot be spent twice; undefined when none or expired. */
+  spendTicket(hash: Buffer, now: number): Promise<TicketRecord | undefined>;
 }
 
 // Events (interface 1.1.0): written in the same transaction as the change they record.

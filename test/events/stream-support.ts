@@ -19,12 +19,17 @@ export class RawStream {
   closed = false;
   readonly request: ClientRequest;
 
-  constructor(port: number, token: string, headers: Record<string, string> = {}) {
+  /** With `token` undefined, no Authorization header (a ticket in `path` instead). */
+  constructor(port: number, token: string | undefined, headers: Record<string, string> = {}, path = '/events') {
     this.request = request({
       host: '127.0.0.1',
       port,
-      path: '/events',
-      headers: { accept: 'text/event-stream', authorization: `Bearer ${token}`, ...headers },
+      path,
+      headers: {
+        accept: 'text/event-stream',
+        ...(token !== undefined && { authorization: `Bearer ${token}` }),
+        ...headers,
+      },
       agent: false,
     });
     this.request.on('error', () => void (this.closed = true));

@@ -41,12 +41,12 @@ async function openapi(): Promise<{ document: Json; close: () => Promise<void> }
   return { document: response.json<Json>(), close: () => h.close() };
 }
 
-test('GET /openapi.json needs no token and describes Plant Store 1.2.0 in OpenAPI 3.1.0', async (t) => {
+test('GET /openapi.json needs no token and describes Plant Store 1.3.0 in OpenAPI 3.1.0', async (t) => {
   const { document, close } = await openapi();
   t.after(close);
   assert.equal(document.openapi, '3.1.0');
   assert.equal(at(document, 'info').title, 'Plant Store');
-  assert.equal(at(document, 'info').version, '1.2.0');
+  assert.equal(at(document, 'info').version, '1.3.0');
   assert.ok(at(document, 'paths', '/plants', 'get'));
   assert.ok(at(document, 'paths', '/plants', 'post'));
   assert.ok(at(document, 'paths', '/plants/{id}', 'delete'));

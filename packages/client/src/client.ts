@@ -22,8 +22,15 @@ import {
   toError,
 } from './wire.js';
 import { Webhooks } from './webhooks.js';
-import { type EventsPage, type EventsPageOptions, eventsQuery, nextAfter, readEventsPage } from './events.js';
-import type { FeedEvent } from './contract.js';
+import {
+  type EventsPage,
+  type EventsPageOptions,
+  eventsQuery,
+  nextAfter,
+  readEventTicket,
+  readEventsPage,
+} from './events.js';
+import type { EventTicket, FeedEvent } from './contract.js';
 
 export interface PlantStoreClientOptions extends Partial<RetryPolicy> {
   /** Where the API is: `http://127.0.0.1:8080`, or `https://example.com/plant-store/` behind a prefix. */
@@ -157,6 +164,19 @@ export class PlantStoreClient {
     const answer = await this.#send('streamEvents', url, undefined, options.signal);
     if (answer.status !== op.success) throw toError(answer);
     return { events: readEventsPage(answer), next: nextAfter(answer) };
+  }
+
+  /**
+   * POST /events/tickets: a single-use ticket, valid 60 s, that opens one stream as this client's
+   * token would: `new EventSource(\`${baseUrl}events?ticket=${ticket}\`)` in a browser, whose own
+   * EventSource cannot send `Authorization`. To resume a stream after it ends, ask for a fresh one
+   * and add `&after=<the last id received>`.
+   */
+  async eventTicket(options: CallOptions = {}): Promise<EventTicket> {
+    const op = OPERATIONS.createEventTicket;
+    const answer = await this.#send('createEventTicket', this.#url(op.path), undefined, options.signal);
+    if (answer.status !== op.success) throw toError(answer);
+    return readEventTicket(answer);
   }
 
   /**

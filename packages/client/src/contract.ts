@@ -54,6 +54,9 @@ export const OPERATIONS = {
     response: 'Event[]',
     headers: ['Link'],
   },
+  // A single-use ticket of 60 s for GET /events?ticket= (interface 1.3.0): what a browser's
+  // EventSource opens a stream with. Asking twice makes two tickets, no harm: safe to repeat.
+  createEventTicket: { method: 'POST', path: '/events/tickets', success: 201, response: 'EventTicket' },
   // Webhooks (interface 1.1.0 and 1.2.0); their shapes are WEBHOOK_SHAPES (webhook-contract.ts).
   // `idempotent: false`: sending it twice does it twice, so it is never sent again once it may have
   // reached the server (client.ts); every other operation is safe to repeat.
@@ -160,7 +163,19 @@ export const EVENT_SHAPES = {
     name: { type: 'string', required: false },
     tag: { type: 'string', required: false },
   },
+  EventTicket: {
+    ticket: { type: 'string', required: true },
+    expiresAt: { type: 'string', format: 'date-time', required: true },
+  },
 } as const satisfies Record<string, ObjectShape>;
+
+/** POST /events/tickets (interface 1.3.0): `GET /events?ticket=<ticket>` opens one stream with it. */
+export interface EventTicket {
+  /** Single-use; a secret while it lasts. */
+  ticket: string;
+  /** RFC 3339: when it can no longer open a stream (60 s after it was made). */
+  expiresAt: string;
+}
 
 /**
  * One event of the change feed, ids exact. `data` is the payload: the plant as created (`tag` only
@@ -197,4 +212,5 @@ type _ShapesMatchTypes = [
   Assert<Equal<Plant, Shaped<typeof SHAPES.Plant, Int64>>>,
   Assert<Equal<NewPlant, Shaped<typeof SHAPES.NewPlant, Int64>>>,
   Assert<Equal<ErrorBody, Shaped<typeof SHAPES.Error, Int64>>>,
+  Assert<Equal<EventTicket, Shaped<typeof EVENT_SHAPES.EventTicket, Int64>>>,
 ];

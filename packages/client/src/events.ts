@@ -1,7 +1,16 @@
-import { EVENT_LIMIT, EVENT_TYPES, type EventType, type EventsQueryName, type FeedEvent } from './contract.js';
+import {
+  EVENT_LIMIT,
+  EVENT_SHAPES,
+  EVENT_TYPES,
+  type EventTicket,
+  type EventType,
+  type EventsQueryName,
+  type FeedEvent,
+} from './contract.js';
 import { parseExactJson } from './exact-json.js';
 import { type Int64, toInt64 } from './int64.js';
 import { nextLinkTarget } from './link.js';
+import { readShaped } from './shape.js';
 import { type Answer, unexpected } from './wire.js';
 
 /** Where a page of the change feed starts, and what it holds. */
@@ -95,4 +104,17 @@ export function nextAfter(answer: Answer): bigint {
   const after = new URL(target, 'http://link.invalid/').searchParams.get('after');
   if (after === null || !/^[0-9]{1,19}$/.test(after)) return unexpected(answer, 'its Link rel="next" has no after');
   return BigInt(after);
+}
+
+/** The body of POST /events/tickets. */
+export function readEventTicket(answer: Answer): EventTicket {
+  let value: unknown;
+  try {
+    value = JSON.parse(answer.text);
+  } catch {
+    return unexpected(answer, 'its body is not JSON');
+  }
+  return (
+    readShaped<EventTicket>(value, EVENT_SHAPES.EventTicket) ?? unexpected(answer, 'its body is not an EventTicket')
+  );
 }

@@ -14,6 +14,7 @@ export {
   OPERATIONS,
   SHAPES,
   type ErrorBody,
+  type EventTicket,
   type EventType,
   type FeedEvent,
   type NewPlant,

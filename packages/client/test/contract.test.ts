@@ -24,7 +24,9 @@ const { operation, parameters } = lookups(() => document);
 test('every operation the client calls is served with its method, path and operationId, behind the bearer scheme', () => {
   for (const id of Object.keys(OPERATIONS) as Array<keyof typeof OPERATIONS>) {
     assert.equal(operation(id).operationId, id);
-    assert.deepEqual(operation(id).security ?? document.security, [{ bearerAuth: [] }]);
+    // The stream also opens with a ticket (interface 1.3.0), which this client does not use.
+    const schemes = id === 'streamEvents' ? [{ bearerAuth: [] }, { eventTicket: [] }] : [{ bearerAuth: [] }];
+    assert.deepEqual(operation(id).security ?? document.security, schemes, id);
   }
   assert.deepEqual(
     { ...at(document, 'components', 'securitySchemes', 'bearerAuth'), description: undefined },

@@ -121,3 +121,28 @@ test('events() refuses bad options before sending anything, and a token without 
     (error: unknown) => error instanceof PlantStoreError && error.status === 403,
   );
 });
+
+test('eventTicket() answers a single-use ticket of 60 s that opens the stream without Authorization, once', async () => {
+  const recorded = recordingFetch();
+  const c = await client('events-ticket', { fetch: recorded.fetch });
+  const { ticket, expiresAt } = await c.eventTicket();
+  assert.match(ticket, /^pse_[A-Za-z0-9_-]{43}$/);
+  const lifetime = Date.parse(expiresAt) - Date.now();
+  assert.ok(lifetime > 50_000 && lifetime <= 60_000, `expires in ${lifetime} ms`);
+  assert.deepEqual(
+    recorded.sent.map(({ method, url }) => `${method} ${url.pathname}`),
+    ['POST /events/tickets'],
+  );
+  const url = new URL(`events?ticket=${ticket}`, server.url);
+  const stream = await fetch(url, { headers: { accept: 'text/event-stream' } });
+  assert.equal(stream.status, 200);
+  assert.match(String(stream.headers.get('content-type')), /^text\/event-stream/);
+  const reader = stream.body!.getReader();
+  const { value } = (await reader.read()) as { value?: Uint8Array };
+  const first = new TextDecoder().decode(value);
+  assert.match(first, /^: connected\n/);
+  await reader.cancel();
+  const again = await fetch(url, { headers: { accept: 'text/event-stream' } });
+  assert.equal(again.status, 401);
+  assert.equal(((await again.json()) as { error: number }).error, 401);
+});

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { OPERATIONS, type FieldShape, type ObjectShape, SHAPES } from '../src/contract.js';
+import { EVENT_SHAPES, OPERATIONS, type FieldShape, type ObjectShape, SHAPES } from '../src/contract.js';
 import { WEBHOOK_SHAPES } from '../src/webhook-contract.js';
 import { type TestServer, startTestServer } from './support.js';
 
@@ -44,6 +44,7 @@ export const INLINE: Readonly<Record<string, ObjectShape>> = {
   Recovered: WEBHOOK_SHAPES.Recovered,
   RotateSecret: WEBHOOK_SHAPES.RotateSecret,
   Recover: WEBHOOK_SHAPES.Recover,
+  EventTicket: EVENT_SHAPES.EventTicket,
 };
 /** The shapes the server names in components.schemas. */
 export const COMPONENTS: Readonly<Record<string, ObjectShape>> = Object.fromEntries(

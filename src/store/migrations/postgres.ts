@@ -152,4 +152,22 @@ export const postgresMigrations: readonly Migration[] = [
       ALTER TABLE deliveries ADD COLUMN retry_asked_at BIGINT;
     `,
   },
+  {
+    version: 7,
+    name: 'tickets of the change feed',
+    sql: `
+      -- POST /events/tickets (interface 1.3.0): a single-use ticket of 60 s that opens a stream as the
+      -- token that asked for it would. The hash of the ticket, never the ticket; spent by its delete.
+      -- Times are the database's clock, as the tokens' are: any instance may spend what another made.
+      CREATE TABLE event_tickets (
+        hash       BYTEA PRIMARY KEY,
+        token_id   TEXT NOT NULL,
+        subject    TEXT NOT NULL,
+        scopes     TEXT NOT NULL,        -- space-separated, as api_tokens.scopes
+        expires_at BIGINT NOT NULL,      -- milliseconds since the epoch
+        credential_expires_at BIGINT     -- a JWT's exp; null for an API token (its record says)
+      );
+      CREATE INDEX event_tickets_expires_at ON event_tickets (expires_at);
+    `,
+  },
 ];

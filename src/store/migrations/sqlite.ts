@@ -160,4 +160,21 @@ export const sqliteMigrations: readonly Migration[] = [
       ALTER TABLE deliveries ADD COLUMN retry_asked_at INTEGER;
     `,
   },
+  {
+    version: 8,
+    name: 'tickets of the change feed',
+    sql: `
+      -- POST /events/tickets (interface 1.3.0): a single-use ticket of 60 s that opens a stream as the
+      -- token that asked for it would. The hash of the ticket, never the ticket; spent by its delete.
+      CREATE TABLE event_tickets (
+        hash       BLOB PRIMARY KEY,
+        token_id   TEXT NOT NULL,
+        subject    TEXT NOT NULL,
+        scopes     TEXT NOT NULL,        -- space-separated, as api_tokens.scopes
+        expires_at INTEGER NOT NULL,     -- milliseconds since the epoch
+        credential_expires_at INTEGER    -- a JWT's exp; null for an API token (its record says)
+      ) STRICT, WITHOUT ROWID;
+      CREATE INDEX event_tickets_expires_at ON event_tickets (expires_at);
+    `,
+  },
 ];
