@@ -222,7 +222,7 @@ export class WebhookAddressError extends Error {
 }
 
 /**
- * A `lookup` for `net.connect`/`tls.connect` (and so for undici's `connect` option) that resolves once,
+ * A `lookup` for `net.connect`/`tls.connect` (and so for the sender's node:http Agents) that resolves once,
  * refuses the host when ANY of its addresses is not public, and hands the socket exactly the
  * addresses it checked: nothing resolves the name a second time, so DNS rebinding between check and
  * connect has nothing to exploit. Every address is checked, not only the one Happy Eyeballs would try

@@ -1,4 +1,5 @@
-import { Agent } from 'undici';
+import { Agent as HttpAgent, type IncomingMessage, request as httpRequest } from 'node:http';
+import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import { storableText } from '../store/store.js';
 import { checkedLookup, checkWebhookUrl, type Resolve } from './address-policy.js';
 
@@ -36,22 +37,18 @@ export interface WebhookAttempt {
   retryAfter?: string;
 }
 
-class AttemptTimeout extends Error {}
-
-/** Error codes of Node sockets and undici, in the words a delivery record shows its owner. */
+/** Error codes of Node sockets, in the words a delivery record shows its owner. */
 const NETWORK_ERRORS: Readonly<Record<string, string>> = {
   ECONNREFUSED: 'connection refused',
   ECONNRESET: 'connection reset by the receiver',
   EHOSTUNREACH: 'host unreachable',
   ENETUNREACH: 'network unreachable',
   EPIPE: 'connection closed by the receiver',
-  UND_ERR_SOCKET: 'connection closed by the receiver',
-  UND_ERR_CLOSED: 'the sender is closed',
-  UND_ERR_DESTROYED: 'the sender is closed',
 };
+/** node:http's ECONNRESET when the receiver closed (a FIN, no reset) before its answer, or within its body. */
+const CLOSED_MESSAGES = new Set(['socket hang up', 'aborted']);
 /** WebhookAddressError's code: checkedLookup refused every address the name resolved to. */
 const REFUSED_CODE = 'EWEBHOOKADDRESS';
-const TIMEOUT_CODES = new Set(['UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']);
 
 function errorCode(error: unknown): string | undefined {
   if (!(error instanceof Error)) return undefined;
@@ -62,36 +59,56 @@ function errorCode(error: unknown): string | undefined {
 }
 
 /**
- * Sends webhook deliveries. One undici Agent serves every receiver; its connector resolves names
- * through `checkedLookup`, so each new connection is checked against the address policy and made to
- * the very address that was checked (CONTRACT.md, Events: refused "at every delivery after DNS
- * resolution (the attempt fails, nothing is sent)").
+ * Sends webhook deliveries with node:http, one keep-alive Agent for http:// and one for https://.
+ * Their sockets resolve names through `checkedLookup`, so each new connection is checked against
+ * the address policy and made to the very address that was checked (CONTRACT.md, Events: refused
+ * "at every delivery after DNS resolution (the attempt fails, nothing is sent)"). node:http, not
+ * undici: undici 7's HTTP/1.1 client drops the connection on an interim `100 Continue`, which
+ * contract 1.3.0 accepts before the final answer (RFC 9110 §15.2); node:http skips every 1xx but 101.
  */
 export class WebhookSender {
-  readonly #agent: Agent;
+  readonly #http: HttpAgent;
+  readonly #https: HttpsAgent;
   readonly #allowPrivate: boolean;
   readonly #timeoutMs: number;
   readonly #maxResponseBytes: number;
+  readonly #sending = new Set<Promise<WebhookAttempt>>();
   #closing: Promise<void> | undefined;
 
   constructor(options: WebhookSenderOptions) {
     this.#allowPrivate = options.allowPrivate;
     this.#timeoutMs = options.timeoutMs ?? 10_000;
     this.#maxResponseBytes = options.maxResponseBytes ?? 1024;
-    this.#agent = new Agent({
-      connect: {
-        lookup: checkedLookup({ allowPrivate: options.allowPrivate, resolve: options.resolve }),
-        timeout: this.#timeoutMs,
-      },
-      connections: options.connectionsPerOrigin ?? 8,
-      // Backstops only: the abort signal in send() bounds the whole attempt.
-      headersTimeout: this.#timeoutMs,
-      bodyTimeout: this.#timeoutMs,
-    });
+    const agentOptions = {
+      keepAlive: true,
+      maxSockets: options.connectionsPerOrigin ?? 8,
+      // An idle connection closes after 4 s (undici's default), sooner if the receiver's
+      // `Keep-Alive: timeout=` says so; the abort signal in send() bounds the attempt itself.
+      timeout: 4_000,
+      lookup: checkedLookup({ allowPrivate: options.allowPrivate, resolve: options.resolve }),
+    };
+    this.#http = new HttpAgent(agentOptions);
+    this.#https = new HttpsAgent(agentOptions);
   }
 
   /** POSTs one delivery. Never throws: every failure is the attempt's `error`. */
-  async send(request: WebhookRequest): Promise<WebhookAttempt> {
+  send(request: WebhookRequest): Promise<WebhookAttempt> {
+    if (this.#closing !== undefined) return Promise.resolve({ durationMs: 0, error: 'the sender is closed' });
+    const sending = this.#attempt(request).finally(() => this.#sending.delete(sending));
+    this.#sending.add(sending);
+    return sending;
+  }
+
+  /** Lets the sends in flight finish, then closes every connection; later sends fail. Idempotent. */
+  close(): Promise<void> {
+    this.#closing ??= Promise.allSettled(this.#sending).then(() => {
+      this.#http.destroy();
+      this.#https.destroy();
+    });
+    return this.#closing;
+  }
+
+  async #attempt(request: WebhookRequest): Promise<WebhookAttempt> {
     const started = performance.now();
     const elapsed = (): number => Math.round(performance.now() - started);
     // Literal addresses never reach `lookup` (net.connect skips it), so they are checked here, as
@@ -101,22 +118,14 @@ export class WebhookSender {
     const { url } = checked;
 
     const controller = new AbortController();
-    const timer = setTimeout(() => controller.abort(new AttemptTimeout()), this.#timeoutMs);
+    const timer = setTimeout(() => controller.abort(), this.#timeoutMs);
     let status: number | undefined;
     try {
-      // undici's request() follows no redirect: a 3xx is an answer like any other (CONTRACT.md).
-      const response = await this.#agent.request({
-        origin: url.origin,
-        path: `${url.pathname}${url.search}`,
-        method: 'POST',
-        headers: request.headers,
-        body: request.body,
-        signal: controller.signal,
-      });
+      const response = await this.#post(url, request, controller.signal);
       status = response.statusCode;
       const header = response.headers['retry-after'];
-      const retryAfter = status === 429 || status === 503 ? (Array.isArray(header) ? header[0] : header) : undefined;
-      const responseSnippet = await readPrefix(response.body, this.#maxResponseBytes);
+      const retryAfter = status === 429 || status === 503 ? header : undefined;
+      const responseSnippet = await readPrefix(response, this.#maxResponseBytes);
       return { status, durationMs: elapsed(), responseSnippet, ...(retryAfter === undefined ? {} : { retryAfter }) };
     } catch (error) {
       const failure = this.#describe(error, url, controller.signal.aborted);
@@ -129,19 +138,38 @@ export class WebhookSender {
     }
   }
 
-  /** Lets the sends in flight finish, then closes every connection; later sends fail. Idempotent. */
-  close(): Promise<void> {
-    this.#closing ??= this.#agent.close();
-    return this.#closing;
+  /**
+   * The final answer's head; interim 1xx answers are skipped by node:http. No redirect is
+   * followed: a 3xx is an answer like any other (CONTRACT.md). Aborting destroys the request and
+   * its socket, whether the head or the body was on its way.
+   */
+  #post(url: URL, request: WebhookRequest, signal: AbortSignal): Promise<IncomingMessage> {
+    const tls = url.protocol === 'https:';
+    return new Promise((resolve, reject) => {
+      const outgoing = (tls ? httpsRequest : httpRequest)(url, {
+        method: 'POST',
+        agent: tls ? this.#https : this.#http,
+        headers: { ...request.headers, 'content-length': String(Buffer.byteLength(request.body)) },
+        signal,
+      });
+      outgoing.on('response', resolve);
+      // `on`, not `once`: a later error (an abort while the body is read) must find a listener.
+      outgoing.on('error', reject);
+      // A close with neither an answer nor an error: a 101 that no upgrade asked for makes node:http
+      // destroy the socket silently, and the abort that follows emits nothing either.
+      outgoing.on('close', () => reject(Object.assign(new Error('socket hang up'), { code: 'ECONNRESET' })));
+      outgoing.end(request.body);
+    });
   }
 
   #describe(error: unknown, url: URL, timedOut: boolean): string {
     const code = errorCode(error);
-    if (timedOut || (code !== undefined && TIMEOUT_CODES.has(code))) return `timeout after ${this.#timeoutMs} ms`;
-    if (code === 'EWEBHOOKADDRESS' && error instanceof Error) return error.message;
+    if (timedOut) return `timeout after ${this.#timeoutMs} ms`;
+    if (code === REFUSED_CODE && error instanceof Error) return error.message;
     if (code === 'ENOTFOUND' || code === 'EAI_AGAIN') return `host ${url.hostname} not found`;
-    if (code !== undefined && code in NETWORK_ERRORS) return NETWORK_ERRORS[code] ?? code;
     const message = error instanceof Error ? error.message : String(error);
+    if (code === 'ECONNRESET' && CLOSED_MESSAGES.has(message)) return 'connection closed by the receiver';
+    if (code !== undefined && code in NETWORK_ERRORS) return NETWORK_ERRORS[code] ?? code;
     // TLS failures (certificate, handshake) carry OpenSSL's or Node's own explanation.
     if (code !== undefined && (code.startsWith('ERR_TLS_') || /CERT|SSL/.test(code))) return `TLS error: ${message}`;
     return message === '' ? (code ?? 'request failed') : message;
@@ -152,8 +180,8 @@ export class WebhookSender {
  * Keeps the first `limit` bytes of a response body, as text every engine stores (contract 1.3.0:
  * "whatever its bytes"): decoded as UTF-8, each byte that is not UTF-8 becomes U+FFFD, and so does
  * U+0000, which a PostgreSQL text column refuses (a 200 with `ok\0` once left its delivery to be
- * sent again for ever). Leaving the loop early destroys the stream, which makes undici drop the
- * connection instead of reading a large or endless answer.
+ * sent again for ever). Leaving the loop early destroys the stream and its socket, instead of
+ * reading a large or endless answer.
  */
 async function readPrefix(body: AsyncIterable<Uint8Array>, limit: number): Promise<string> {
   const chunks: Uint8Array[] = [];
