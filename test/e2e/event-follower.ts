@@ -10,17 +10,31 @@ import { eventually } from '../support/eventually.js';
 export class Follower {
   /** The ids of the events received, in order (as text: int64 ids never pass through a number). */
   readonly ids: string[] = [];
+  /** The `data` of each event received, in the same order. */
+  readonly data: string[] = [];
   /** Every error event (each reconnect is one), for a failure's message. */
   readonly errors: string[] = [];
+  /** The status of every answer to the client's requests (the first GET and each reconnect), in order. */
+  readonly statuses: number[] = [];
   private readonly source: EventSource;
 
   constructor(url: string, token: string) {
     this.source = new EventSource(`${url}/events`, {
       // EventSource sends no Authorization header of its own: the fetch it uses adds the bearer token.
-      fetch: (input, init) => fetch(input, { ...init, headers: { ...init.headers, authorization: `Bearer ${token}` } }),
+      fetch: async (input, init) => {
+        const response = await fetch(input, {
+          ...init,
+          headers: { ...init.headers, authorization: `Bearer ${token}` },
+        });
+        this.statuses.push(response.status);
+        return response;
+      },
     });
     for (const type of ['plant.created', 'plant.deleted']) {
-      this.source.addEventListener(type, (event) => this.ids.push(event.lastEventId));
+      this.source.addEventListener(type, (event) => {
+        this.ids.push(event.lastEventId);
+        this.data.push(event.data as string);
+      });
     }
     this.source.addEventListener('error', (event) => {
       this.errors.push(`${event.message ?? ''} (${event.code ?? 'no status'}) → readyState ${this.source.readyState}`);

@@ -19,8 +19,10 @@ export interface NginxFront {
   readonly url: string;
   /** The folder nginx runs in (`-p`). */
   readonly folder: string;
-  /** nginx's error log so far, for a failure message. */
+  /** nginx's error log so far, for a failure message (its end). */
   errors(): string;
+  /** nginx's error log so far, whole. */
+  log(): string;
   stop(): Promise<void>;
 }
 
@@ -77,6 +79,7 @@ export async function startNginx(dir: string, front: number, a: number, b: numbe
     url: `http://127.0.0.1:${front}`,
     folder,
     errors: () => (existsSync(errorLog) ? readFileSync(errorLog, 'utf8').slice(-1500) : '(no error.log)'),
+    log: () => (existsSync(errorLog) ? readFileSync(errorLog, 'utf8') : ''),
     stop: async () => {
       if (!existsSync(pidFile)) return;
       // At once: an open stream through it must not hold a test's end.

@@ -3,10 +3,12 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
+import { openPostgres } from '../../src/store/postgres.js';
 import { type ServerProcess, runCli, startServer } from '../process.js';
 import { eventually } from '../support/eventually.js';
-import { freePort } from '../support/postgres.js';
+import { freePort, scratchSchema, stopSharedPostgres } from '../support/postgres.js';
 import { createListLoad, storedIds } from './create-list-load.js';
+import { Follower } from './event-follower.js';
 import { folderContents, ready, startNginx } from './nginx-front.js';
 
 // Issue 16, point 2: the repository's own nginx configuration (deploy/nginx.conf) in front of two
@@ -16,12 +18,13 @@ import { folderContents, ready, startNginx } from './nginx-front.js';
 // commands the configuration's header prints, in a folder that does not exist before (issue
 // "every printed step works", 2: it needed logs/ and tmp/ made first, which the header did not say).
 
+after(stopSharedPostgres);
 const dir = mkdtempSync(join(tmpdir(), 'plant-store-nginx-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
 
 test('a rolling restart of two instances behind deploy/nginx.conf: 0 failed requests, 0 lost writes', async (t) => {
   const [front, portA, portB] = [await freePort(), await freePort(), await freePort()];
-  const nginx = await startNginx(dir, front, portA, portB);
+  const nginx = await startNginx(mkdtempSync(join(dir, 'load-')), front, portA, portB);
   t.after(() => nginx.stop());
   // What the header says nginx keeps in its folder, and nothing else.
   assert.deepEqual(folderContents(nginx), [
@@ -94,3 +97,112 @@ test('a rolling restart of two instances behind deploy/nginx.conf: 0 failed requ
 function createsAnswered(server: ServerProcess): number {
   return server.logs().match(/"method":"POST","url":"\/plants","status":200,/g)?.length ?? 0;
 }
+
+// Issue 33, point 11: on PostgreSQL, a rolling restart behind deploy/nginx.conf ended a standard
+// EventSource client for good: its reconnect got 502 from nginx (CONTRACT.md, "A stream outlives a
+// deploy"). Here every answer nginx gives, the client's and the creates', is checked, and so is
+// nginx's error log: a request nginx found no instance for is a 502, which EventSource (WHATWG
+// HTML §9.2.3) and a POST's sender take as final.
+test(
+  'PostgreSQL: an EventSource client follows GET /events through deploy/nginx.conf across a rolling restart; nginx answers no 502',
+  { timeout: 120_000 },
+  async (t) => {
+    const db = await scratchSchema();
+    t.after(() => db.drop());
+    const ports = { a: await freePort(), b: await freePort() };
+    const nginx = await startNginx(mkdtempSync(join(dir, 'events-')), await freePort(), ports.a, ports.b);
+    t.after(() => nginx.stop());
+    // The shipped SHUTDOWN_GRACE, as in the test above.
+    const env = { DATABASE_URL: db.url, RATE_LIMIT: 'off', SHUTDOWN_GRACE: '10s' };
+    const minted = await runCli(
+      ['token', 'create', '--subject', 'follower', '--scopes', 'plants:read,plants:write', '--json'],
+      env,
+    );
+    assert.equal(minted.code, 0, minted.stderr);
+    const token = (JSON.parse(minted.stdout) as { token: string }).token;
+    const instances: Record<string, ServerProcess> = {};
+    const start = async (name: 'a' | 'b'): Promise<void> => {
+      instances[name] = await startServer({ ...env, PORT: String(ports[name]) });
+    };
+    await start('a');
+    await start('b');
+    t.after(() => Promise.all(Object.values(instances).map((s) => s.stop())));
+    await ready(nginx.url);
+    const follower = new Follower(nginx.url, token);
+    t.after(() => follower.close());
+    await follower.opened();
+
+    /** Every create's answer other than 200, or its error: nginx must have none. */
+    const failures: string[] = [];
+    let next = 1;
+    /** Creates the next `count` plants through nginx, one at a time: one event each. */
+    const create = async (count: number): Promise<void> => {
+      for (const last = next + count; next < last; next++) {
+        // A create that failed (it must not) is sent again, so the rest of the scenario still runs
+        // and the failure is reported with everything else: an identical retry adds no event.
+        for (let attempt = 1; ; attempt++) {
+          try {
+            const response = await fetch(`${nginx.url}/plants`, {
+              method: 'POST',
+              headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+              body: JSON.stringify({ id: next, name: `plant ${next}` }),
+            });
+            const text = await response.text();
+            if (response.status === 200) break;
+            failures.push(`POST plant ${next}: ${response.status} ${text.slice(0, 200)}`);
+          } catch (error) {
+            failures.push(`POST plant ${next}: ${(error as Error).message}`);
+          }
+          assert.ok(attempt < 20, `plant ${next} created: ${failures.slice(-3).join('; ')}`);
+          await new Promise((resolve) => setTimeout(resolve, 250));
+        }
+      }
+    };
+
+    await create(10);
+    await follower.received(10);
+    // The header's procedure: SIGTERM one instance (plants are created through nginx meanwhile,
+    // while it drains), start it again, wait for its /readyz 200, then the other.
+    for (const name of ['a', 'b'] as const) {
+      const [code] = await Promise.all([instances[name]!.stop(), create(5)]);
+      assert.equal(code, 0, `instance ${name} drained and exited 0`);
+      await start(name);
+      await ready(`http://127.0.0.1:${ports[name]}`);
+      await create(10);
+    }
+    assert.equal(next, 41);
+    await follower
+      .received(40, 60_000)
+      .catch((error: Error) => assert.fail(`${error.message}\nnginx: ${nginx.errors()}`));
+
+    const why = `\nclient: ${follower.errors.join('; ')}\nnginx: ${nginx.errors()}`;
+    assert.deepEqual(failures, [], `every create through nginx answered 200${why}`);
+    // The client's first GET and every reconnect: 200 (a stream, or its end with a retry: hint).
+    assert.ok(follower.statuses.length >= 1);
+    assert.deepEqual(
+      follower.statuses.filter((status) => status !== 200),
+      [],
+      `every GET /events answered 200 (${follower.statuses.join(',')})${why}`,
+    );
+    assert.equal(follower.readyState, 1, `the client still follows the feed (OPEN)${why}`);
+    // Every event once, in order: the plants 1 … 40, with the log's ids.
+    assert.deepEqual(
+      follower.data.map((data) => (JSON.parse(data) as { id: number }).id),
+      Array.from({ length: 40 }, (_, i) => i + 1),
+    );
+    const store = openPostgres(db.url, { poolSize: 1 });
+    try {
+      const log = (await store.readEvents(0n, null, 1000)).map((event) => String(event.id));
+      assert.deepEqual(follower.ids, log, 'the ids of the event log, each once, in order');
+    } finally {
+      await store.close();
+    }
+    // nginx found an instance for every request: the ones it could not connect to were stopped,
+    // and it said so only as a refused connect() before trying the other.
+    const complaints = nginx
+      .log()
+      .split('\n')
+      .filter((line) => line.trim() !== '' && !/connect\(\) failed \(111: Connection refused\)/.test(line));
+    assert.deepEqual(complaints, [], 'nginx logged nothing but refused connects');
+  },
+);
