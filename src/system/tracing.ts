@@ -52,7 +52,7 @@ export async function startTracing(env: NodeJS.ProcessEnv = process.env): Promis
     logRecordProcessors: [],
     instrumentations: [
       new HttpInstrumentation({
-        // Outgoing calls are the OTLP exports themselves (webhooks go through undici, traced below).
+        // Outgoing calls are the OTLP exports and the webhooks' attempts (those traced below, by hand).
         disableOutgoingRequestInstrumentation: true,
         // Liveness probes and scrapes would bury the requests worth reading.
         ignoreIncomingRequestHook: (request) => /^\/(healthz|readyz|metrics)(\?|$)/.test(request.url ?? ''),
