@@ -138,9 +138,12 @@ export async function manageCommand(
       if (values.since === undefined)
         throw new UsageError(`${command} needs --since <RFC 3339 time>, such as 2025-03-01T06:00:00Z`, command);
       const since = values.since;
-      const { requeued } = await withService((service) => service.recover(null, id, since));
-      if (values.json) out(toJson({ requeued }));
-      else err(`${requeued} failed deliveries of webhook ${id} are pending again.`);
+      const { requeued, created } = await withService((service) => service.recover(null, id, since));
+      if (values.json) out(toJson({ requeued, created }));
+      else
+        err(
+          `${requeued} failed deliveries of webhook ${id} are pending again; ${created} new ones for the events it was not sent while disabled.`,
+        );
       return 0;
     }
     case 'attempts': {

@@ -6,7 +6,7 @@ import { idText } from './json.js';
 import type { Page } from './page.js';
 import type { Activity, Delivery, Webhook } from './shapes.js';
 import { AttemptsView } from './attempts.js';
-import { fromNow, localTime, requeuedWords } from './words.js';
+import { fromNow, localInputValue, localTime, recoveredWords } from './words.js';
 
 // The Deliveries panel: one webhook's deliveries, newest first and paged by the `Link` header,
 // each opening to its attempt log; the last 24 h as a chart; Retry and Recover.
@@ -165,22 +165,13 @@ export class DeliveriesPanel {
     this.recover.open(async () => {
       const since = new Date(field.value); // the reader's local time, as the picker shows it
       if (Number.isNaN(since.getTime())) throw new Error('Choose a date and time.');
-      const { body } = await this.page().api.send<{ requeued: number }>(
+      const { body } = await this.page().api.send<{ requeued: number; created: number }>(
         'POST',
         `webhooks/${encodeURIComponent(webhook.id)}/recover`,
         { since: since.toISOString() },
       );
-      this.page().notify(requeuedWords(body.requeued));
+      this.page().notify(recoveredWords(body));
       this.page().refresh();
     });
   }
-}
-
-/** A datetime-local field's value for `date`, in the reader's zone, to the second. */
-function localInputValue(date: Date): string {
-  const two = (n: number): string => String(n).padStart(2, '0');
-  return (
-    `${date.getFullYear()}-${two(date.getMonth() + 1)}-${two(date.getDate())}` +
-    `T${two(date.getHours())}:${two(date.getMinutes())}:${two(date.getSeconds())}`
-  );
 }

@@ -2,7 +2,7 @@ import { type Child, button, byId, h, replaceKeepingFocus } from './dom.js';
 import { FormDialog, type SecretDialog } from './dialogs.js';
 import type { Page } from './page.js';
 import { EVENT_TYPES, type EventType, type Webhook, type WithSecret } from './shapes.js';
-import { failingSince, localTime, statusWords } from './words.js';
+import { failingSince, localInputValue, localTime, recoveredWords, statusWords } from './words.js';
 
 // The Webhooks panel: the caller's webhooks (GET /webhooks) with what can be done to each.
 
@@ -15,6 +15,7 @@ export class WebhooksPanel {
   private readonly form = new FormDialog(byId('webhook-dialog', HTMLDialogElement));
   private readonly rotate = new FormDialog(byId('rotate-dialog', HTMLDialogElement));
   private readonly remove = new FormDialog(byId('delete-dialog', HTMLDialogElement));
+  private readonly enable = new FormDialog(byId('enable-dialog', HTMLDialogElement));
 
   constructor(
     private readonly page: () => Page,
@@ -80,7 +81,7 @@ export class WebhooksPanel {
           ? button('Disable', () => void this.act(() => this.patch(webhook, { status: 'disabled' })), {
               'data-key': key('status'),
             })
-          : button('Enable', () => void this.act(() => this.enable(webhook)), { 'data-key': key('status') }),
+          : button('Enable', () => this.openEnable(webhook), { 'data-key': key('status') }),
         button('Ping', () => void this.act(() => this.ping(webhook)), { 'data-key': key('ping') }),
         button('Rotate secret', () => this.rotateSecret(webhook), { 'data-key': key('rotate') }),
         button('Delete', () => this.delete(webhook), { 'data-key': key('delete'), class: 'danger-outline' }),
@@ -106,12 +107,38 @@ export class WebhooksPanel {
 
   private async patch(webhook: Webhook, changes: Record<string, unknown>): Promise<string> {
     await this.page().api.send('PATCH', path(webhook), changes);
-    return changes.status === 'disabled' ? `Disabled ${webhook.url}: deliveries wait until you enable it.` : 'Saved.';
+    return changes.status === 'disabled'
+      ? `Disabled ${webhook.url}: nothing is sent to it, and the events meanwhile are not kept for it; Enable can send them.`
+      : 'Saved.';
   }
 
-  private async enable(webhook: Webhook): Promise<string> {
-    await this.page().api.send('POST', path(webhook, '/enable'));
-    return `Enabled ${webhook.url}: its waiting deliveries are sent.`;
+  /**
+   * Enable, and (interface 1.3.0) on request what the pause missed: POST …/enable, then POST
+   * …/recover since the chosen time, two calls as the API has them.
+   */
+  private openEnable(webhook: Webhook): void {
+    byId('enable-of', HTMLParagraphElement).textContent = webhook.url;
+    const also = byId('enable-recover', HTMLInputElement);
+    const field = byId('enable-since', HTMLInputElement);
+    also.checked = false;
+    const dayAgo = Date.now() - 86_400_000;
+    field.value = localInputValue(new Date(Math.max(dayAgo, Date.parse(webhook.createdAt))));
+    this.enable.open(async () => {
+      const since = new Date(field.value); // the reader's local time, as the picker shows it
+      if (also.checked && Number.isNaN(since.getTime())) throw new Error('Choose a date and time.');
+      await this.page().api.send('POST', path(webhook, '/enable'));
+      let said = `Enabled ${webhook.url}: new events are sent to it.`;
+      if (also.checked) {
+        const { body } = await this.page().api.send<{ requeued: number; created: number }>(
+          'POST',
+          path(webhook, '/recover'),
+          { since: since.toISOString() },
+        );
+        said = `Enabled ${webhook.url}. ${recoveredWords(body)}`;
+      }
+      this.page().notify(said);
+      this.page().refresh();
+    });
   }
 
   private async ping(webhook: Webhook): Promise<string> {

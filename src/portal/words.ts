@@ -63,3 +63,20 @@ export function requeuedWords(n: number): string {
   if (n === 0) return 'No failed delivery since then: nothing to send again.';
   return n === 1 ? '1 failed delivery is pending again.' : `${n} failed deliveries are pending again.`;
 }
+
+/** What a recover did, in words: the failed deliveries sent again, and the events of a pause now sent. */
+export function recoveredWords({ requeued, created }: { requeued: number; created: number }): string {
+  if (created === 0) return requeuedWords(requeued);
+  const made = created === 1 ? '1 event of the pause is sent' : `${created} events of the pause are sent`;
+  if (requeued === 0) return `${made}.`;
+  return `${made}, and ${requeuedWords(requeued).charAt(0).toLowerCase()}${requeuedWords(requeued).slice(1)}`;
+}
+
+/** A datetime-local field's value for `date`, in the reader's zone, to the second. */
+export function localInputValue(date: Date): string {
+  const two = (n: number): string => String(n).padStart(2, '0');
+  return (
+    `${date.getFullYear()}-${two(date.getMonth() + 1)}-${two(date.getDate())}` +
+    `T${two(date.getHours())}:${two(date.getMinutes())}:${two(date.getSeconds())}`
+  );
+}

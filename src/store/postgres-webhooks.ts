@@ -4,6 +4,7 @@ import { inTransaction } from './postgres-errors.js';
 import { type Row, queryRows, toDelivery, toWebhook } from './postgres-rows.js';
 import { DB_NOW_MS } from './postgres-statements.js';
 import {
+  type Recovered,
   type AttemptCounts,
   type AttemptRecord,
   type AttemptSpan,
@@ -57,10 +58,23 @@ const SQL = {
     SELECT id, 0, '${PING_TYPE}', 'pending', 0, ${NOW}, ${NOW} FROM webhooks WHERE id = $1 AND ${OWNED}
     RETURNING *`,
   // One statement whatever the count, through deliveries_webhook (this webhook's rows only).
-  recover: `WITH w AS (SELECT id FROM webhooks WHERE id = $1 AND ${OWNED}),
+  // Also what a pause missed (1.3.0): the events already fanned out (through the cursor: a later one
+  // is the fan-out's to make, and a fan-out under way holds events past the cursor this statement
+  // sees), of the webhook's subject and types, since $3 and the webhook's birth, with no delivery to
+  // it, made as the fan-out makes them, in event order. The webhook's event ids are read once
+  // (NOT IN over a hashed subplan), not looked up per event.
+  recover: `WITH w AS (SELECT * FROM webhooks WHERE id = $1 AND ${OWNED}),
     r AS (UPDATE deliveries SET status = 'pending', schedule_from = attempts, next_attempt_at = ${NOW}
-      WHERE webhook_id IN (SELECT id FROM w) AND status = 'failed' AND created_at >= $3 RETURNING 1)
-    SELECT (SELECT count(*) FROM w) AS found, (SELECT count(*) FROM r) AS n`,
+      WHERE webhook_id IN (SELECT id FROM w) AND status = 'failed' AND created_at >= $3 RETURNING 1),
+    ev AS (SELECT e.id, e.type, e.owner, e.created_at FROM w JOIN events e
+        ON (w.owner = e.owner OR w.all_plants) AND position(' ' || e.type || ' ' IN ' ' || w.events || ' ') > 0
+      WHERE e.created_at >= greatest($3, w.created_at)
+        AND e.id <= (SELECT fanned_through FROM delivery_cursor)
+        AND e.id NOT IN (SELECT event_id FROM deliveries WHERE webhook_id = $1)
+      ORDER BY e.id),
+    c AS (INSERT INTO deliveries (webhook_id, event_id, type, status, attempts, next_attempt_at, created_at)
+      SELECT $1, ev.id, ev.type, 'pending', 0, ev.created_at, ev.created_at FROM ev ORDER BY ev.id RETURNING 1)
+    SELECT (SELECT count(*) FROM w) AS found, (SELECT count(*) FROM r) AS n, (SELECT count(*) FROM c) AS created`,
   // No row: no such delivery of this webhook of this owner; one row of nulls: no attempt yet.
   attempts: `WITH d AS (SELECT d.id FROM deliveries d JOIN webhooks w ON w.id = d.webhook_id
       WHERE d.id = $3 AND d.webhook_id = $1 AND ($2::text IS NULL OR w.owner = $2))
@@ -144,9 +158,14 @@ export class PostgresWebhooks {
     return row === undefined ? undefined : toDelivery(row);
   }
 
-  async recover(id: string, owner: string | null, since: number): Promise<number | undefined> {
-    const row = (await this.query(SQL.recover, [id, owner, since]))[0]!;
-    return Number(row.found) === 0 ? undefined : Number(row.n);
+  async recover(id: string, owner: string | null, since: number): Promise<Recovered | undefined> {
+    // Every event so far fanned out first, none committing meanwhile: the cursor is now, so the
+    // pause is covered up to this moment, and what commits later is the fan-out's.
+    const row = await inTransaction(this.pool, async (client) => {
+      await fanOutHoldingEvents(client);
+      return (await client.query<Row>(SQL.recover, [id, owner, since])).rows[0]!;
+    });
+    return Number(row.found) === 0 ? undefined : { requeued: Number(row.n), created: Number(row.created) };
   }
 
   async countAttempts(id: string, owner: string | null, span: AttemptSpan): Promise<AttemptCounts[] | undefined> {

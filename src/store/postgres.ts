@@ -27,6 +27,7 @@ import {
   type PlantPage,
   type PlantRecord,
   type Store,
+  type Recovered,
   type TicketRecord,
   type TokenRecord,
   type WebhookRecord,
@@ -193,7 +194,7 @@ export class PostgresStore implements Store {
     return this.webhooks.ping(id, owner);
   }
 
-  recoverDeliveries(id: string, owner: string | null, since: number): Promise<number | undefined> {
+  recoverDeliveries(id: string, owner: string | null, since: number): Promise<Recovered | undefined> {
     return this.webhooks.recover(id, owner, since);
   }
 

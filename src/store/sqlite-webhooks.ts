@@ -2,6 +2,7 @@ import type Database from 'better-sqlite3';
 import type { SqliteDeliveries } from './sqlite-deliveries.js';
 import { type DeliveryRow, type WebhookRow, toDelivery, toWebhook } from './sqlite-rows.js';
 import {
+  type Recovered,
   type AttemptCounts,
   type AttemptRecord,
   type AttemptSpan,
@@ -59,6 +60,17 @@ export function prepareWebhookStatements(db: Database.Database) {
     // One statement whatever the count (deliveries_webhook narrows it to this webhook's rows).
     recover: q(`UPDATE deliveries SET status = 'pending', schedule_from = attempts, next_attempt_at = ?
       WHERE webhook_id = ? AND status = 'failed' AND created_at >= ?`),
+    // What a pause missed (1.3.0): the events already fanned out (through the cursor: a later one is
+    // the fan-out's to make), of the webhook's subject and types, since \`since\` and the webhook's
+    // birth, that have no delivery to it, made as the fan-out makes them, in event order. The
+    // webhook's event ids are read once (NOT IN builds one index of them), not looked up per event.
+    recoverMissed: q(`INSERT INTO deliveries (webhook_id, event_id, type, status, attempts, next_attempt_at, created_at)
+      SELECT w.id, e.id, e.type, 'pending', 0, e.created_at, e.created_at FROM webhooks w JOIN events e
+        ON (w.owner = e.owner OR w.all_plants = 1) AND instr(' ' || w.events || ' ', ' ' || e.type || ' ') > 0
+      WHERE w.id = :id AND e.created_at >= max(:since, w.created_at)
+        AND e.id <= (SELECT fanned_through FROM delivery_cursor)
+        AND e.id NOT IN (SELECT event_id FROM deliveries WHERE webhook_id = :id)
+      ORDER BY e.id`),
     deliveryOf: q(`SELECT d.id FROM deliveries d JOIN webhooks w ON w.id = d.webhook_id
       WHERE d.id = ? AND d.webhook_id = ? AND (? IS NULL OR w.owner = ?)`).pluck(),
     attempts: q('SELECT * FROM delivery_attempts WHERE delivery_id = ? ORDER BY attempt DESC'),
@@ -155,9 +167,12 @@ export class SqliteWebhooks {
     return toDelivery(this.sql.ping.get(id, now, now) as DeliveryRow);
   }
 
-  recover(id: string, owner: string | null, since: number): number | undefined {
+  recover(id: string, owner: string | null, since: number): Recovered | undefined {
     if (this.find(id, owner) === undefined) return undefined;
-    return this.sql.recover.run(this.now(), id, since).changes;
+    this.deliveries.fanOut(Infinity, 'jump'); // every event so far fanned out: the cursor is now
+    const requeued = this.sql.recover.run(this.now(), id, since).changes;
+    const created = this.sql.recoverMissed.run({ id, since }).changes;
+    return { requeued, created };
   }
 
   countAttempts(id: string, owner: string | null, span: AttemptSpan): AttemptCounts[] | undefined {

@@ -30,6 +30,7 @@ import {
   StoreUnavailableError,
   type WebhookRecord,
   type WebhookBacklog,
+  type Recovered,
   type TicketRecord,
   type TokenRecord,
   ANY_SUBJECT,
@@ -250,7 +251,7 @@ export class SqliteStore implements Store {
     return this.writes.run(() => this.webhooks.ping(id, owner));
   }
 
-  recoverDeliveries(id: string, owner: string | null, since: number): Promise<number | undefined> {
+  recoverDeliveries(id: string, owner: string | null, since: number): Promise<Recovered | undefined> {
     return this.writes.run(() => this.webhooks.recover(id, owner, since));
   }
 

@@ -322,6 +322,12 @@ export const storableText = (text: string): string => text.replaceAll('\u0000', 
 /** false: the lease was lost, nothing recorded; 'disabled': recorded, and it disabled the webhook. */
 export type AttemptRecorded = boolean | 'disabled';
 
+/** What a recover did: failed deliveries pending again, and deliveries made for what a pause missed. */
+export interface Recovered {
+  readonly requeued: number;
+  readonly created: number;
+}
+
 export interface WebhookStore {
   /** Stores the webhook unless its owner already has `max`; false then. */
   createWebhook(webhook: NewWebhookRecord, max: number): Promise<boolean>;
@@ -354,9 +360,13 @@ export interface WebhookStore {
   pingWebhook(id: string, owner: string | null): Promise<DeliveryRecord | undefined>;
   /**
    * Every failed delivery of the webhook created at or after `since`: pending again, due now, its
-   * schedule started over; in one statement. Answers how many, or undefined when there is no such webhook.
+   * schedule started over. And (interface 1.3.0) a new delivery for every event the webhook was
+   * not sent while paused or disabled: each event of its subject and types committed at or after
+   * `since` and after the webhook was made, already fanned out, and with no delivery to it, in
+   * event order, due at the event's time as a fan-out makes it. One transaction; undefined when
+   * there is no such webhook.
    */
-  recoverDeliveries(id: string, owner: string | null, since: number): Promise<number | undefined>;
+  recoverDeliveries(id: string, owner: string | null, since: number): Promise<Recovered | undefined>;
   /** A delivery's attempts, newest first; undefined when there is no such delivery of this webhook of this owner. */
   listAttempts(webhookId: string, deliveryId: bigint, owner: string | null): Promise<AttemptRecord[] | undefined>;
   /**

@@ -125,8 +125,19 @@ export const RecoverSchema = Type.Object(
 );
 
 export const RecoveredSchema = Type.Object(
-  { requeued: Type.Integer({ minimum: 0, description: 'how many failed deliveries are pending again' }) },
-  { additionalProperties: false, description: 'What a recover put back in the queue.', examples: [{ requeued: 42 }] },
+  {
+    requeued: Type.Integer({ minimum: 0, description: 'how many failed deliveries are pending again' }),
+    created: Type.Integer({
+      minimum: 0,
+      description:
+        'how many deliveries were made for events the webhook was not sent while paused or disabled (interface 1.3.0)',
+    }),
+  },
+  {
+    additionalProperties: false,
+    description: 'What a recover put back in the queue, and what it made for the time the webhook was paused.',
+    examples: [{ requeued: 42, created: 7 }],
+  },
 );
 
 export const DeliveryParams = Type.Object({ id: WebhookId, deliveryId: int64([EXAMPLE_DELIVERY_ID]) });

@@ -11,6 +11,7 @@ import {
   PING_TYPE,
   type EventType,
   type NewWebhookRecord,
+  type Recovered,
   type Store,
   type WebhookPatch,
   type WebhookRecord,
@@ -240,10 +241,10 @@ export class WebhookService {
     return { ...deliveryBody(made), type: PING_TYPE, eventId: null };
   }
 
-  async recover(owner: string | null, id: string, since: string): Promise<{ requeued: number }> {
-    const requeued = await this.store.recoverDeliveries(id, owner, parseTime(since, 'since'));
-    if (requeued === undefined) throw notFound(id);
-    return { requeued };
+  async recover(owner: string | null, id: string, since: string): Promise<Recovered> {
+    const recovered = await this.store.recoverDeliveries(id, owner, parseTime(since, 'since'));
+    if (recovered === undefined) throw notFound(id);
+    return { requeued: recovered.requeued, created: recovered.created };
   }
 
   async attempts(owner: string | null, id: string, deliveryId: bigint): Promise<AttemptBody[]> {

@@ -275,8 +275,33 @@ test(
         await webhookItem().getByText('Greenhouse inventory sync', { exact: true }).waitFor();
         await webhookItem().getByRole('button', { name: 'Disable' }).click();
         await webhookItem().getByText('disabled by you', { exact: true }).waitFor();
+        // Interface 1.3.0: no page promises that the events of a pause wait; Enable offers to send them.
+        await said(
+          /^Disabled .+: nothing is sent to it, and the events meanwhile are not kept for it; Enable can send them\.$/,
+        ).waitFor();
+        await createPlant('{"id":77,"name":"Paused palm"}');
         await webhookItem().getByRole('button', { name: 'Enable' }).click();
+        const enable = page.getByRole('dialog', { name: 'Enable webhook' });
+        await enable.getByText('The events of the pause were not sent and are not waiting', { exact: false }).waitFor();
+        await enable.getByLabel('Also send what was paused').check();
+        await enable.getByRole('button', { name: 'Enable' }).click();
+        await said(/^Enabled .+\. 1 event of the pause is sent[.,]/).waitFor();
         await webhookItem().getByText('active', { exact: true }).waitFor();
+        await receiver.until(
+          (received) => received.some((r) => r.body === '{"id":77,"name":"Paused palm"}'),
+          PATIENCE_MS,
+        );
+        // Enabled without the option, a pause's events stay unsent: disable, create, enable.
+        await webhookItem().getByRole('button', { name: 'Disable' }).click();
+        await webhookItem().getByText('disabled by you', { exact: true }).waitFor();
+        await createPlant('{"id":78,"name":"Skipped sage"}');
+        await webhookItem().getByRole('button', { name: 'Enable' }).click();
+        await enable.getByRole('button', { name: 'Enable' }).click();
+        await said(/^Enabled .+: new events are sent to it\.$/).waitFor();
+        await webhookItem().getByText('active', { exact: true }).waitFor();
+        await createPlant('{"id":79,"name":"After basil"}');
+        await receiver.until((received) => received.some((r) => r.body.includes('After basil')), PATIENCE_MS);
+        assert.ok(!receiver.received.some((r) => r.body.includes('Skipped sage')), 'the pause was not sent');
       });
 
       await t.test('an axe-core scan finds no serious or critical violation', async () => {
@@ -311,9 +336,10 @@ test(
     }
 
     await t.test('Older deliveries follows the Link header, Newer deliveries comes back', async () => {
-      // 4 deliveries so far (3 plants and the ping) and 17 more: 21, one more than a page.
-      for (let id = 100; id < 117; id++) await createPlant(`{"id":${id},"name":"Seedling ${id}"}`);
-      await receiver.until((received) => received.some((r) => r.body.includes('"id":116')), PATIENCE_MS);
+      // 6 deliveries so far (3 plants, the ping, and the two plants of the Enable test) and 15
+      // more: 21, one more than a page.
+      for (let id = 100; id < 115; id++) await createPlant(`{"id":${id},"name":"Seedling ${id}"}`);
+      await receiver.until((received) => received.some((r) => r.body.includes('"id":114')), PATIENCE_MS);
       const first = page
         .getByRole('row')
         .filter({ hasText: 'plant.created', has: page.getByRole('cell', { name: '1', exact: true }) });

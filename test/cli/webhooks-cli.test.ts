@@ -301,9 +301,12 @@ test('webhooks ping, recover and attempts: a pending ping, failed deliveries req
   assert.equal((await runCli(['webhooks', 'attempts', id, '999'], env)).code, 1);
   const recovered = await runCli(['webhooks', 'recover', id, '--since', '1970-01-01T00:00:01Z', '--json'], env);
   assert.equal(recovered.code, 0, recovered.stderr);
-  assert.deepEqual(JSON.parse(recovered.stdout), { requeued: 1 });
+  assert.deepEqual(JSON.parse(recovered.stdout), { requeued: 1, created: 0 });
   const none = await runCli(['webhooks', 'recover', id, '--since', '1970-01-01T00:00:01Z'], env);
-  assert.match(none.stderr, /^0 failed deliveries of webhook wh_\w+ are pending again\.$/m);
+  assert.match(
+    none.stderr,
+    /^0 failed deliveries of webhook wh_\w+ are pending again; 0 new ones for the events it was not sent while disabled\.$/m,
+  );
   assert.equal((await runCli(['webhooks', 'recover', id], env)).code, 2, 'no --since');
   assert.equal((await runCli(['webhooks', 'recover', id, '--since', 'yesterday'], env)).code, 1);
 });

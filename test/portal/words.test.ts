@@ -1,7 +1,15 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { parseJson } from '../../src/portal/json.js';
-import { ago, failingSince, fromNow, localTime, requeuedWords, statusWords } from '../../src/portal/words.js';
+import {
+  ago,
+  failingSince,
+  fromNow,
+  localTime,
+  recoveredWords,
+  requeuedWords,
+  statusWords,
+} from '../../src/portal/words.js';
 
 // The portal's words for times and states (issue 27, point 3: "in words, not codes"), and its
 // JSON reading, which keeps int64 ids exact.
@@ -33,6 +41,13 @@ describe('words', () => {
     assert.equal(requeuedWords(1), '1 failed delivery is pending again.');
     assert.equal(requeuedWords(3), '3 failed deliveries are pending again.');
     assert.equal(requeuedWords(0), 'No failed delivery since then: nothing to send again.');
+    // Interface 1.3.0: a recover also sends the events of a pause.
+    assert.equal(recoveredWords({ requeued: 2, created: 0 }), '2 failed deliveries are pending again.');
+    assert.equal(recoveredWords({ requeued: 0, created: 1 }), '1 event of the pause is sent.');
+    assert.equal(
+      recoveredWords({ requeued: 1, created: 3 }),
+      '3 events of the pause are sent, and 1 failed delivery is pending again.',
+    );
   });
 });
 

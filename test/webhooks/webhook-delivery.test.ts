@@ -198,7 +198,7 @@ describe('POST /webhooks/{id}/recover', () => {
     const since = failed[1]!.createdAt; // plant 2's (newest first: 3, 2, 1)
     const res = await post(h, alice, `/webhooks/${id}/recover`, { since });
     assert.equal(res.statusCode, 202, res.payload);
-    assert.deepEqual(JSON.parse(res.payload), { requeued: 2 });
+    assert.deepEqual(JSON.parse(res.payload), { requeued: 2, created: 0 });
     h.dispatcher.wake();
     const after = await untilStatus(h, alice, id, (d) => d.filter((x) => x.status === 'delivered').length === 2);
     assert.deepEqual(
@@ -213,7 +213,10 @@ describe('POST /webhooks/{id}/recover', () => {
       receiver.requests.map((r) => r.headers['webhook-id']).sort(),
       [`evt_${failed[1]!.eventId}`, `evt_${failed[0]!.eventId}`].sort(),
     );
-    assert.deepEqual(JSON.parse((await post(h, alice, `/webhooks/${id}/recover`, { since })).payload), { requeued: 0 });
+    assert.deepEqual(JSON.parse((await post(h, alice, `/webhooks/${id}/recover`, { since })).payload), {
+      requeued: 0,
+      created: 0,
+    });
   });
 });
 

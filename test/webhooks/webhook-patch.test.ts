@@ -257,7 +257,7 @@ describe('POST /webhooks/{id}/recover and GET …/attempts refuse what they cann
     const created = await createWebhook(h, alice);
     assertError(await call(h, alice, 'POST', `/webhooks/${created.id}/recover`, {}), 400);
     const res = await call(h, alice, 'POST', `/webhooks/${created.id}/recover`, { since: '2025-03-01T06:00:00+01:00' });
-    assert.deepEqual(jsonBody(res, 202), { requeued: 0 });
+    assert.deepEqual(jsonBody(res, 202), { requeued: 0, created: 0 });
     // RFC 3339 §5.7 allows a leap second, and 29 February of a leap year.
     for (const since of ['2016-12-31T23:59:60Z', '2024-02-29T00:00:00Z', '2025-03-01T06:00:00.5-23:59']) {
       assert.equal((await call(h, alice, 'POST', `/webhooks/${created.id}/recover`, { since })).statusCode, 202, since);

@@ -76,7 +76,7 @@ export const WEBHOOK_SHAPES = {
     response: { type: ['string', 'null'], required: true },
   },
   Recover: { since: time },
-  Recovered: { requeued: { type: 'integer', required: true } },
+  Recovered: { requeued: { type: 'integer', required: true }, created: { type: 'integer', required: true } },
   // `hours` holds WebhookActivityHour items (the server declares them inline, inside WebhookActivity).
   WebhookActivity: {
     from: time,
@@ -196,6 +196,8 @@ export interface WebhookActivity {
 export interface Recovered {
   /** How many failed deliveries are pending again. */
   requeued: number;
+  /** How many deliveries were made for the events the webhook was not sent while paused or disabled (1.3.0). */
+  created: number;
 }
 
 // Compile-time ties between the types above and WEBHOOK_SHAPES (which the test ties to the server):

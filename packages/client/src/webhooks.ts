@@ -111,7 +111,11 @@ export class Webhooks {
     return readPing(await this.#call('pingWebhook', path, undefined, options));
   }
 
-  /** POST /webhooks/{id}/recover: the failed deliveries since `since` are pending again. */
+  /**
+   * POST /webhooks/{id}/recover: the failed deliveries since `since` are pending again, and the
+   * events since then that the webhook was not sent while paused or disabled get a delivery each
+   * (`created`). After a pause: `enable` first, then `recover`.
+   */
   async recover(id: string, options: RecoverOptions): Promise<Recovered> {
     const body = recoverJson(options?.since);
     const path = webhookPath(OPERATIONS.recoverDeliveries.path, id);

@@ -130,7 +130,7 @@ test('update, enable, recover and deliveries are sent again after a lost answer;
   proxy.inject('POST', 'lose-answer');
   assert.equal((await client.webhooks.enable(id)).status, 'active');
   proxy.inject('POST', 'lose-answer');
-  assert.deepEqual(await client.webhooks.recover(id, { since: new Date(0) }), { requeued: 0 });
+  assert.deepEqual(await client.webhooks.recover(id, { since: new Date(0) }), { requeued: 0, created: 0 });
   proxy.inject('GET', { status: 503, headers: { 'retry-after': '0' } });
   assert.deepEqual(await client.webhooks.deliveries(id), []);
   proxy.inject('DELETE', 'lose-answer');

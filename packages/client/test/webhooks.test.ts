@@ -214,9 +214,9 @@ test('recover sends failed deliveries again, since a Date or RFC 3339 text, and 
   assert.match(listed!.failingSince!, RFC3339);
 
   failing.respondWith(() => 204);
-  assert.deepEqual(await c.webhooks.recover(id, { since }), { requeued: 1 });
+  assert.deepEqual(await c.webhooks.recover(id, { since }), { requeued: 1, created: 0 });
   await settled(c, id, 'delivered');
-  assert.deepEqual(await c.webhooks.recover(id, { since: since.toISOString() }), { requeued: 0 });
+  assert.deepEqual(await c.webhooks.recover(id, { since: since.toISOString() }), { requeued: 0, created: 0 });
 });
 
 test('refusals are PlantStoreErrors: 400, 404 for another subject’s webhook, 409 at the 21st, 403 without the scope', async () => {
