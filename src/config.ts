@@ -1,4 +1,5 @@
 // The only reader of process.env: environment → validated, frozen Config (STYLE.md, "Config once").
+import { PostgresUrlError, parsePostgresUrl } from './wire/postgres-url.js';
 
 export interface RateLimit {
   readonly max: number;
@@ -39,6 +40,11 @@ export interface Config {
   readonly redisUrl: string | null;
   /** PostgreSQL connections per process; workers × instances × this must fit max_connections. */
   readonly databasePoolSize: number;
+  /**
+   * With a PostgreSQL URL of more than one server (or target_session_attrs): how long a request
+   * waits for the server to write to (a failover) before its 503.
+   */
+  readonly databaseFailoverWaitMs: number;
   /** JWT authentication beside the API tokens; null when JWT_JWKS_URL is not set. */
   readonly jwt: JwtSettings | null;
   /** Overload: above this mean event-loop delay, API requests get 503 with Retry-After; 0 turns it off. */
@@ -131,7 +137,16 @@ export function parseDatabaseUrl(text: string): DatabaseTarget {
     if (path === '') throw new ConfigError('DATABASE_URL "sqlite:" needs a path, e.g. sqlite:data/plant-store.db');
     return { engine: 'sqlite', path };
   }
-  if (/^postgres(ql)?:\/\//.test(text)) return { engine: 'postgres', url: text };
+  if (/^postgres(ql)?:\/\//.test(text)) {
+    // Read as libpq reads it, one host or several (interface 1.3.0); the message never repeats the URL.
+    try {
+      parsePostgresUrl(text);
+    } catch (error) {
+      if (error instanceof PostgresUrlError) throw new ConfigError(error.message);
+      throw error;
+    }
+    return { engine: 'postgres', url: text };
+  }
   throw new ConfigError('DATABASE_URL must start with sqlite: or postgres:// (e.g. sqlite:data/plant-store.db)');
 }
 
@@ -167,6 +182,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     workers: parseWorkers(env.WORKERS ?? '1'),
     redisUrl: parseRedisUrl(env.REDIS_URL),
     databasePoolSize: parsePoolSize(env.DATABASE_POOL_SIZE ?? '10'),
+    databaseFailoverWaitMs: durationSetting(env, 'DATABASE_FAILOVER_WAIT', '10s'),
     jwt: parseJwt(env),
     maxEventLoopDelayMs:
       env.MAX_EVENT_LOOP_DELAY?.trim().toLowerCase() === 'off' ? 0 : durationSetting(env, 'MAX_EVENT_LOOP_DELAY', '1s'),

@@ -1,3 +1,4 @@
+import { describePostgresUrl, hostLabel, parsePostgresUrl } from './wire/postgres-url.js';
 import cluster from 'node:cluster';
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
@@ -43,10 +44,7 @@ export function readSettingsFile(path: string): Record<string, string> {
 export function describeDatabase(database: Config['database']): string {
   if (database.engine === 'sqlite') return `sqlite:${database.path}`;
   try {
-    const url = new URL(database.url);
-    url.password = '';
-    url.search = '';
-    return url.toString();
+    return describePostgresUrl(parsePostgresUrl(database.url));
   } catch {
     return 'postgres (an unparsable URL)';
   }
@@ -60,13 +58,10 @@ export function databaseIdentity(database: Config['database']): string {
   if (database.engine === 'sqlite')
     return `sqlite:${database.path === ':memory:' ? database.path : resolve(database.path)}`;
   try {
-    const url = new URL(database.url);
-    const host = url.searchParams.get('host') ?? url.hostname;
-    const port = url.searchParams.get('port') ?? (url.port || '5432');
-    const name = decodeURIComponent(url.pathname.slice(1)) || decodeURIComponent(url.username);
-    return `postgres://${host}:${port}/${name}`;
+    const url = parsePostgresUrl(database.url);
+    return `postgres://${url.hosts.map(hostLabel).join(',')}/${url.database || url.user}`;
   } catch {
-    return database.url;
+    return 'postgres (an unparsable URL)'; // never the URL itself: it may hold a password
   }
 }
 

@@ -71,6 +71,12 @@ export async function serve(config: Config): Promise<void> {
       sqlite: { locks: 'event-loop', tracing: tracing.current },
       onIdleError: (error) =>
         late.app?.log.warn({ reason: error.message }, 'a database connection failed; the pool replaces it'),
+      // A multi-host DATABASE_URL (interface 1.3.0): the wait for a primary, and one line per move.
+      failoverWaitMs: config.databaseFailoverWaitMs,
+      onHostChange: (now, was) => {
+        if (was === undefined) return; // the first server found is the start line's business
+        late.app?.log.warn({ host: now, was }, `database: writing to ${now}, was ${was}`);
+      },
     }),
   );
   let redis: Redis | undefined;

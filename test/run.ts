@@ -17,8 +17,10 @@ import { type ThrowawayPostgres, startThrowawayPostgres } from './support/postgr
  * Usage: node --import tsx test/run.ts [--check | --list] <suite | test files…>
  * `--check` only settles PostgreSQL (starting and stopping a throwaway server) and runs no test;
  * `--list` prints the files a suite names. A suite names files by folder (docs/testing.md says what each covers):
- * - `main` (`npm test`): every test file but test/e2e/'s and test/browser/'s;
+ * - `main` (`npm test`): every test file but test/e2e/'s, test/browser/'s and test/failover/'s;
  * - `browser` (`npm run test:browser`): test/browser/, the pages driven in Chromium;
+ * - `failover` (`npm run test:failover`): test/failover/, PostgreSQL servers of its own (a primary
+ *   and its standby; Patroni, etcd and HAProxy) failed over under the service;
  * - `e2e` (`npm run test:e2e`): test/e2e/, the real server process started as users start it;
  * - `timing` (`npm run test:timing`): the files whose tests wait on real time, signals and
  *   processes (test/e2e/, the dispatcher and pressure, the change feed, the event store, the
@@ -49,7 +51,8 @@ function testFiles(dir: string): string[] {
 }
 
 const SUITES: Record<string, () => string[]> = {
-  main: () => FOLDERS.flatMap(testFiles).filter((file) => !/^test\/(e2e|browser)\//.test(file)),
+  main: () => FOLDERS.flatMap(testFiles).filter((file) => !/^test\/(e2e|browser|failover)\//.test(file)),
+  failover: () => testFiles('test').filter((file) => file.startsWith('test/failover/')),
   browser: () => testFiles('test').filter((file) => file.startsWith('test/browser/')),
   e2e: () => testFiles('test').filter((file) => file.startsWith('test/e2e/')),
   timing: () =>

@@ -1,5 +1,7 @@
 import pg from 'pg';
 import { inTransaction } from './postgres-errors.js';
+import { HostRouter } from './postgres-hosts.js';
+import { hostLabel, hostUrl, parsePostgresUrl } from '../wire/postgres-url.js';
 import { postgresMigrations } from './migrations/postgres.js';
 
 // The PostgreSQL pools: how each connects, how long a query may wait, what an idle connection's
@@ -16,7 +18,21 @@ export interface PostgresOptions {
   readonly poolSize?: number;
   /** Called when an idle connection fails (the server went away); the pool replaces it. */
   readonly onIdleError?: (error: Error) => void;
+  /**
+   * With a multi-host URL or target_session_attrs (interface 1.3.0): how long a new connection
+   * waits for a server that is what the URL asks (DATABASE_FAILOVER_WAIT), and who hears that the
+   * server in use changed.
+   */
+  readonly failoverWaitMs?: number;
+  readonly onHostChange?: (now: string, was: string | undefined) => void;
 }
+
+/** Default of DATABASE_FAILOVER_WAIT. */
+export const FAILOVER_WAIT_MS = 10_000;
+
+/** The router of a pool made over a multi-host URL (or one with target_session_attrs); undefined otherwise. */
+export const routerOf = (pool: pg.Pool): HostRouter | undefined => routers.get(pool);
+const routers = new WeakMap<pg.Pool, HostRouter>();
 
 /** The URL with a server setting added to its `options` parameter (kept with any already there). */
 function withServerOption(url: string, option: string): string {
@@ -29,15 +45,48 @@ function withServerOption(url: string, option: string): string {
 /** Connections of the webhook dispatcher's pool, per process. */
 export const DISPATCH_POOL_SIZE = 4;
 
-export function createPool(url: string, options: PostgresOptions & { readonly asyncCommit?: boolean } = {}): pg.Pool {
+/**
+ * The router of a DATABASE_URL with more than one server or with target_session_attrs, shared by
+ * every pool and connection of a store; undefined for one server, which node-postgres reads itself.
+ */
+export function routerFor(url: string, options: PostgresOptions = {}): HostRouter | undefined {
+  const parsed = parsePostgresUrl(url);
+  if (parsed.hosts.length === 1 && parsed.sessionAttrs === 'any') return undefined;
+  const router = new HostRouter(parsed, parsed.connectTimeoutMs ?? CONNECT_TIMEOUT_MS, {
+    onHostChange: (now, was) => options.onHostChange?.(hostLabel(now), was && hostLabel(was)),
+  });
+  router.waitMs = options.failoverWaitMs ?? FAILOVER_WAIT_MS;
+  return router;
+}
+
+/** The URL of the first server, as node-postgres reads it (a routed connection then goes where its router says). */
+export const firstHostUrl = (url: string): string => {
+  const parsed = parsePostgresUrl(url);
+  return hostUrl(parsed, parsed.hosts[0]!);
+};
+
+export function createPool(
+  url: string,
+  options: PostgresOptions & { readonly asyncCommit?: boolean } = {},
+  router: HostRouter | undefined = routerFor(url, options),
+): pg.Pool {
+  const parsed = parsePostgresUrl(url);
+  const connectTimeoutMs = parsed.connectTimeoutMs ?? CONNECT_TIMEOUT_MS;
+  // libpq's parameters that node-postgres does not know (target_session_attrs, …) are left out.
+  const single = hostUrl(parsed, parsed.hosts[0]!);
+  const connectionString =
+    options.asyncCommit === true ? withServerOption(single, '-c synchronous_commit=off') : single;
   const pool = new pg.Pool({
-    connectionString: options.asyncCommit === true ? withServerOption(url, '-c synchronous_commit=off') : url,
+    connectionString,
     max: options.poolSize ?? 10,
-    // Fail fast when the server is unreachable, so callers get a 503 instead of a hang.
-    connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
+    // Fail fast when the server is unreachable, so callers get a 503 instead of a hang; with more
+    // than one server, after waiting up to DATABASE_FAILOVER_WAIT for the one to write to.
+    connectionTimeoutMillis: connectTimeoutMs + (router?.waitMs ?? 0),
     query_timeout: 15_000,
     idleTimeoutMillis: 30_000,
+    ...(router && { Client: router.Client }),
   });
+  if (router) routers.set(pool, router);
   // Without a listener an idle connection's error (a server restart) would crash the process.
   pool.on('error', options.onIdleError ?? (() => {}));
   return pool;

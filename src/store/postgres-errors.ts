@@ -1,4 +1,5 @@
 import pg from 'pg';
+import { serverGone } from './postgres-hosts.js';
 import { StoreUnavailableError } from './store.js';
 
 // SQLSTATEs that mean "the database cannot serve this now; the same request may succeed later":
@@ -9,7 +10,16 @@ import { StoreUnavailableError } from './store.js';
 const RETRYABLE = /^(08(?!P01)|53|57P|57014$|25006$|40001$|40P01$)/;
 
 // What the driver raises itself when the network fails, by Node's system error codes.
-const NETWORK = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EHOSTUNREACH', 'EAI_AGAIN']);
+const NETWORK = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'EPIPE',
+  'ENOTFOUND',
+  'EHOSTUNREACH',
+  'EAI_AGAIN',
+  'ENOSERVER', // no server of a multi-host URL is what it asks (postgres-hosts.ts)
+]);
 
 /** A database error that a retry may cure becomes StoreUnavailableError (a 503); anything else stays as it is. */
 export function classifyPostgresError(error: unknown): unknown {
@@ -32,15 +42,18 @@ export async function inTransaction<T>(pool: pg.Pool, work: (client: pg.PoolClie
   } catch (error) {
     throw classifyPostgresError(error);
   }
+  let broken: Error | undefined;
   try {
     await client.query('BEGIN');
     const result = await work(client);
     await client.query('COMMIT');
     return result;
   } catch (error) {
-    await client.query('ROLLBACK').catch(() => {});
+    // A connection whose server went away or turned standby is dropped, not pooled again.
+    if (serverGone(error)) broken = error as Error;
+    else await client.query('ROLLBACK').catch(() => {});
     throw classifyPostgresError(error);
   } finally {
-    client.release();
+    client.release(broken);
   }
 }

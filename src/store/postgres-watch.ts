@@ -1,4 +1,4 @@
-import pg from 'pg';
+import type pg from 'pg';
 import { EVENT_CHANNEL } from './postgres-statements.js';
 
 // How a PostgreSQL store tells its watchers (the change feed, the dispatcher) that events may have
@@ -10,11 +10,12 @@ export class PostgresEventWatch {
   private listener: EventListener | undefined;
   private readonly watchers = new Set<() => void>();
 
-  constructor(private readonly url: string) {}
+  /** `connect` makes the connection to LISTEN on (with a multi-host URL, one that goes to the primary). */
+  constructor(private readonly connect: () => pg.Client) {}
 
   watch(listener: () => void): () => void {
     this.watchers.add(listener);
-    this.listener ??= new EventListener(this.url, () => {
+    this.listener ??= new EventListener(this.connect, () => {
       for (const watcher of this.watchers) watcher();
     });
     return () => {
@@ -44,7 +45,7 @@ class EventListener {
   private retry: NodeJS.Timeout | undefined;
 
   constructor(
-    private readonly url: string,
+    private readonly newClient: () => pg.Client,
     private readonly listener: () => void,
   ) {
     void this.connect();
@@ -52,7 +53,7 @@ class EventListener {
 
   private async connect(): Promise<void> {
     if (this.closed) return;
-    const client = new pg.Client({ connectionString: this.url, connectionTimeoutMillis: 3000 });
+    const client = this.newClient();
     client.on('notification', () => this.listener());
     client.on('error', () => this.reconnect(client));
     client.on('end', () => this.reconnect(client));

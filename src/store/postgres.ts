@@ -1,5 +1,7 @@
-import type pg from 'pg';
-import { DISPATCH_POOL_SIZE, type PostgresOptions, createPool, migrate } from './postgres-connection.js';
+import pg from 'pg';
+import { DISPATCH_POOL_SIZE, type PostgresOptions, createPool, migrate, routerFor } from './postgres-connection.js';
+import type { HostRouter } from './postgres-hosts.js';
+import { hostLabel } from '../wire/postgres-url.js';
 import { readBacklog } from './postgres-backlog.js';
 import { PostgresDeliveries } from './postgres-deliveries.js';
 import { classifyPostgresError } from './postgres-errors.js';
@@ -40,9 +42,13 @@ import {
 // log, deliveries and webhooks that do the work on them.
 
 export function openPostgres(url: string, options: PostgresOptions = {}): PostgresStore {
+  // One router for every connection of the store: the pools' and the LISTEN one (interface 1.3.0).
+  const router = routerFor(url, options);
   // The dispatcher's pool (see PostgresDeliveries) opens only when a dispatcher first claims.
-  return new PostgresStore(createPool(url, options), () =>
-    createPool(url, { ...options, poolSize: DISPATCH_POOL_SIZE, asyncCommit: true }),
+  return new PostgresStore(
+    createPool(url, options, router),
+    () => createPool(url, { ...options, poolSize: DISPATCH_POOL_SIZE, asyncCommit: true }, router),
+    router,
   );
 }
 
@@ -60,6 +66,8 @@ export class PostgresStore implements Store {
   constructor(
     private readonly pool: pg.Pool,
     openDispatchPool?: () => pg.Pool,
+    /** Where a multi-host URL's connections go (postgres-hosts.ts); undefined for one server. */
+    readonly router?: HostRouter,
   ) {
     this.plants = new PostgresPlants(pool);
     this.tokens = new PostgresTokens(pool);
@@ -69,7 +77,9 @@ export class PostgresStore implements Store {
       pool,
       openDispatchPool === undefined ? undefined : () => (this.dispatchPool ??= openDispatchPool()),
     );
-    this.watch = new PostgresEventWatch(pool.options.connectionString ?? '');
+    const Client = router?.Client ?? pg.Client;
+    const url = pool.options.connectionString ?? '';
+    this.watch = new PostgresEventWatch(() => new Client({ connectionString: url, connectionTimeoutMillis: 3000 }));
   }
 
   migrate(): Promise<number[]> {
@@ -269,8 +279,20 @@ export class PostgresStore implements Store {
     return this.plants.count();
   }
 
+  databaseRoute(): { host: string | undefined; waiting: number } | undefined {
+    const router = this.router;
+    if (router === undefined) return undefined;
+    const host = router.host;
+    // A request waits on a new connection looking for the primary, or queued behind a full pool meanwhile.
+    const waiting = router.waiting + (router.waiting > 0 ? this.pool.waitingCount : 0);
+    return { host: host && hostLabel(host), waiting };
+  }
+
   async isReady(): Promise<boolean> {
     try {
+      // With more than one server, ready means a server that is what the URL asks is in use now:
+      // false at once while none is (a failover), not after DATABASE_FAILOVER_WAIT.
+      if (this.router !== undefined) return await this.router.ready(this.pool);
       await this.pool.query('SELECT 1');
       return true;
     } catch {

@@ -445,6 +445,12 @@ export interface Store extends PlantStore, TokenStore, EventStore, WebhookStore 
   durabilityWarnings(): Promise<string[]>;
   /** True when the database answers a query. */
   isReady(): Promise<boolean>;
+  /**
+   * With a PostgreSQL URL of more than one server (interface 1.3.0): the server in use (`host:port`,
+   * undefined while none is found) and the requests waiting now for one to write to. Undefined
+   * for SQLite and for one server.
+   */
+  databaseRoute?(): { readonly host: string | undefined; readonly waiting: number } | undefined;
   /** How many plants are stored, all owners together (for the metrics). */
   countPlants(): Promise<number>;
   close(): Promise<void>;

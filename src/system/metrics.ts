@@ -60,7 +60,10 @@ export class Metrics {
 
   private readonly events: EventSeries;
 
-  constructor(store: Pick<Store, 'countPlants' | 'isReady' | 'webhookBacklog'>, eventSide: EventSeriesOptions) {
+  constructor(
+    store: Pick<Store, 'countPlants' | 'isReady' | 'webhookBacklog' | 'databaseRoute'>,
+    eventSide: EventSeriesOptions,
+  ) {
     const registers = [this.registry];
     this.events = new EventSeries(this.registry, store, eventSide);
     const countPlants = reused(() => store.countPlants(), COUNT_TTL_MS);
@@ -96,6 +99,28 @@ export class Metrics {
         this.set((await store.isReady()) ? 1 : 0);
       },
     });
+    // A DATABASE_URL of more than one server (interface 1.3.0): which one is written to, and who waits.
+    if (store.databaseRoute?.() !== undefined) {
+      new Gauge({
+        name: 'plant_store_database_host',
+        help: 'The PostgreSQL server this process writes to (1, labelled host:port); none while it looks for one',
+        labelNames: ['host'],
+        registers,
+        collect() {
+          this.reset();
+          const host = store.databaseRoute?.()?.host;
+          if (host !== undefined) this.set({ host }, 1);
+        },
+      });
+      new Gauge({
+        name: 'plant_store_database_waiting_requests',
+        help: 'Requests waiting now for a PostgreSQL server to write to (a failover), at most DATABASE_FAILOVER_WAIT each',
+        registers,
+        collect() {
+          this.set(store.databaseRoute?.()?.waiting ?? 0);
+        },
+      });
+    }
   }
 
   /** The text of a scrape: this app's metrics and the process's. */

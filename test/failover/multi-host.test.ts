@@ -1,0 +1,123 @@
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { buildApp } from '../../src/app.js';
+import { TokenService } from '../../src/auth/token.service.js';
+import { testConfig } from '../../src/config.js';
+import { type PostgresStore, openPostgres } from '../../src/store/postgres.js';
+import { type ReplicaPair, startReplicaPair } from './replica-pair.js';
+
+// Interface 1.3.0, "PostgreSQL with more than one server", against two real servers of this
+// machine: a primary and its streaming standby (replica-pair.ts). One DATABASE_URL names both;
+// target_session_attrs=read-write sends every connection to the primary whatever the order; while
+// no server takes writes a request waits DATABASE_FAILOVER_WAIT, then answers 503 with Retry-After
+// and /readyz says false; once the standby is promoted the same store writes there, with no
+// restart, and says so in one warn line.
+
+let pair: ReplicaPair;
+const stores: PostgresStore[] = [];
+before(async () => {
+  pair = await startReplicaPair();
+});
+after(async () => {
+  for (const store of stores) await store.close().catch(() => {});
+  await pair?.close();
+});
+
+function open(url: string, failoverWaitMs = 1500): { store: PostgresStore; moves: string[] } {
+  const moves: string[] = [];
+  const store = openPostgres(url, { failoverWaitMs, onHostChange: (now, was) => moves.push(`${was ?? '-'} → ${now}`) });
+  stores.push(store);
+  return { store, moves };
+}
+
+const plant = (id: bigint, name: string) => ({ id, owner: 'alice', name, tag: null });
+const PAGE = { owner: 'alice', tag: null, fromId: -(2n ** 63n), limit: 10 };
+
+test('read-write with the standby named first: migrations, writes and reads go to the primary', async () => {
+  const { store, moves } = open(pair.url([pair.standby, pair.primary], 'target_session_attrs=read-write'));
+  await store.migrate();
+  assert.deepEqual(await store.createPlant(plant(1n, 'Fern')), { created: true });
+  assert.equal((await store.createPlant(plant(1n, 'Fern'))).created, false);
+  assert.equal((await store.listPlants(PAGE)).length, 1);
+  const onPrimary = await pair.sql(pair.primary, 'SELECT name FROM plants WHERE id = 1');
+  assert.deepEqual(onPrimary.rows, [{ name: 'Fern' }]);
+  assert.deepEqual(store.databaseRoute(), { host: `127.0.0.1:${pair.primary.port}`, waiting: 0 });
+  assert.deepEqual(moves, [`- → 127.0.0.1:${pair.primary.port}`]);
+  assert.equal(await store.isReady(), true);
+});
+
+test('any: the first server that answers, a standby too, and a write there fails as a read-only one', async () => {
+  const { store: routed } = open(pair.url([pair.standby, pair.primary], 'target_session_attrs=any'));
+  assert.equal((await routed.listPlants(PAGE)).length, 1);
+  assert.deepEqual(
+    routed.databaseRoute(),
+    { host: `127.0.0.1:${pair.standby.port}`, waiting: 0 },
+    'the first that answers',
+  );
+  await assert.rejects(routed.createPlant(plant(9n, 'Nope')), /read-only|unavailable/i);
+  const { store: standbys } = open(pair.url([pair.primary, pair.standby], 'target_session_attrs=standby'));
+  assert.equal((await standbys.listPlants(PAGE)).length, 1);
+  assert.deepEqual(standbys.databaseRoute(), { host: `127.0.0.1:${pair.standby.port}`, waiting: 0 });
+});
+
+test('a failover: no primary → a request waits, then 503 with Retry-After and /readyz false; promoted → writes, no restart', async (t) => {
+  const { store, moves } = open(pair.url([pair.primary, pair.standby], 'target_session_attrs=read-write'), 1500);
+  const lines: string[] = [];
+  const app = await buildApp({
+    config: testConfig({ databaseFailoverWaitMs: 1500 }),
+    store,
+    clock: Date.now,
+    logStream: { write: (text: string) => void lines.push(text) },
+  });
+  t.after(() => app.close());
+  const token = (await new TokenService(store).create({ subject: 'alice', scopes: ['plants:read', 'plants:write'] }))
+    .token;
+  const call = (method: 'GET' | 'POST', url: string, payload?: string) =>
+    app.inject({
+      method,
+      url,
+      headers: { authorization: `Bearer ${token}`, ...(payload && { 'content-type': 'application/json' }) },
+      ...(payload && { payload }),
+    });
+  assert.equal((await call('POST', '/plants', '{"id":2,"name":"Moss"}')).statusCode, 200);
+
+  // The primary goes as a crash takes it; the standby is not promoted yet: nothing takes writes.
+  await pair.stop(pair.primary, 'kill');
+  const started = Date.now();
+  const refused = await call('POST', '/plants', '{"id":3,"name":"Ivy"}');
+  const waited = Date.now() - started;
+  assert.equal(refused.statusCode, 503, refused.payload);
+  assert.ok(refused.headers['retry-after'], 'Retry-After');
+  assert.deepEqual(Object.keys(refused.json<object>()).sort(), ['error', 'message']);
+  assert.ok(waited >= 1000, `it waited for a primary (${waited} ms)`);
+  const ready = await app.inject({ method: 'GET', url: '/readyz' });
+  assert.equal(ready.statusCode, 503);
+
+  // The failover manager's move: promote the standby. The same app writes there.
+  await pair.promote(pair.standby);
+  const promoted = Date.now();
+  let answer = await call('POST', '/plants', '{"id":3,"name":"Ivy"}');
+  while (answer.statusCode === 503 && Date.now() - promoted < 30_000)
+    answer = await call('POST', '/plants', '{"id":3,"name":"Ivy"}');
+  t.diagnostic(`first write ${Date.now() - promoted} ms after the promotion`);
+  assert.equal(answer.statusCode, 200, answer.payload);
+  assert.equal((await app.inject({ method: 'GET', url: '/readyz' })).statusCode, 200);
+  const rows = (await pair.sql(pair.standby, 'SELECT id::text, name FROM plants ORDER BY id')).rows;
+  assert.deepEqual(rows, [
+    { id: '1', name: 'Fern' },
+    { id: '2', name: 'Moss' },
+    { id: '3', name: 'Ivy' },
+  ]);
+  assert.deepEqual(moves, [
+    `- → 127.0.0.1:${pair.primary.port}`,
+    `127.0.0.1:${pair.primary.port} → 127.0.0.1:${pair.standby.port}`,
+  ]);
+  assert.deepEqual(store.databaseRoute(), { host: `127.0.0.1:${pair.standby.port}`, waiting: 0 });
+  const metrics = await app.inject({ method: 'GET', url: '/metrics' });
+  assert.match(
+    metrics.payload,
+    new RegExp(`^plant_store_database_host\\{host="127.0.0.1:${pair.standby.port}"\\} 1$`, 'm'),
+  );
+  assert.match(metrics.payload, /^plant_store_database_waiting_requests 0$/m);
+  assert.ok(!lines.join('').includes('password'), 'no password anywhere');
+});
