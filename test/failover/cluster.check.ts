@@ -131,6 +131,12 @@ for (let run = 1; run <= runs; run++) {
         ].sort(),
       );
       const list = await cluster.patronictl('list');
+      // What Patroni applies (a later Patroni raises a ttl under 20 to 20; 3.0 takes it as given).
+      const applied = await cluster.effectiveConfig();
+      assert.equal(applied.ttl, settings.ttl);
+      assert.equal(applied.loop_wait, settings.loopWait);
+      assert.equal(applied.retry_timeout, settings.retryTimeout);
+      assert.equal(applied.synchronous_mode, true);
 
       // Stop: nothing left.
       const stopAt = Date.now();

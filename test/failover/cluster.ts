@@ -1,4 +1,4 @@
-import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { type ChildProcess, execFile, execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { chmodSync, chownSync, closeSync, existsSync, mkdirSync, mkdtempSync, openSync } from 'node:fs';
 import { readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
@@ -174,8 +174,14 @@ export interface Cluster {
   formatTimeline(from?: string): string;
   /** `patronictl list` as printed. */
   patronictl(...args: string[]): Promise<string>;
-  /** Stops everything (gracefully first, then SIGKILL) and deletes the folder. Safe to call twice. */
-  stop(): Promise<void>;
+  /**
+   * Stops everything and deletes the folder; safe to call twice. Graceful (the default): SIGTERM to
+   * Patroni (which stops its PostgreSQL), then etcd, then SIGKILL to whatever is left. With
+   * `graceful: false`, SIGKILL at once (the shared memory of the killed postmasters is removed).
+   */
+  stop(options?: { graceful?: boolean }): Promise<void>;
+  /** The dynamic configuration Patroni applies (REST `GET /config`): ttl, loop_wait, synchronous_mode, … */
+  effectiveConfig(): Promise<Record<string, unknown>>;
 }
 
 const PG_BIN = '/usr/lib/postgresql/15/bin';
@@ -263,6 +269,41 @@ export function clusterProcesses(dir: string, scope: string): number[] {
     if ((line.includes(dir) || line.includes(`postgres: ${scope}:`)) && alive(pid)) found.push(pid);
   }
   return found;
+}
+
+/** A postmaster's System V shared memory segment, as its postmaster.pid records it (line 7: key and id). */
+export interface SharedMemorySegment {
+  key: number;
+  id: number;
+}
+
+function sharedMemoryOf(dataDir: string): SharedMemorySegment | undefined {
+  try {
+    const [key, id] = (readFileSync(join(dataDir, 'postmaster.pid'), 'utf8').split('\n')[6] ?? '')
+      .trim()
+      .split(/\s+/)
+      .map(Number);
+    return key && id !== undefined && Number.isInteger(id) ? { key, id } : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Removes a SIGKILLed postmaster's small System V segment, which outlives it (a clean shutdown
+ * removes its own): only when /proc/sysvipc/shm still shows that key and id, attached by no one.
+ */
+function removeSharedMemory(segment: SharedMemorySegment): void {
+  try {
+    const found = readFileSync('/proc/sysvipc/shm', 'utf8')
+      .split('\n')
+      .slice(1)
+      .map((line) => line.trim().split(/\s+/).map(Number))
+      .some(([key, id, , , , , nattch]) => key === segment.key && id === segment.id && nattch === 0);
+    if (found) execFileSync('ipcrm', ['-m', String(segment.id)], { stdio: 'ignore' });
+  } catch {
+    // gone already, or no ipcrm: a 56-byte leak at worst
+  }
 }
 
 function signal(pid: number, sig: NodeJS.Signals): void {
@@ -396,6 +437,8 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
   let etcd: ChildProcess | undefined;
   let haproxy: ChildProcess | undefined;
   const nodes: NodeState[] = [];
+  /** The shared memory of every postmaster SIGKILLed, removed at the stop once nothing holds it. */
+  const segments: SharedMemorySegment[] = [];
   let stopped = false;
   let watcher: Promise<void> | undefined;
 
@@ -413,10 +456,15 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
     for (const state of nodes) {
       if (state.pid) signalGroup(state.pid, 'SIGKILL');
       const postmaster = postmasterPid(state);
+      const segment = sharedMemoryOf(state.dataDir);
       if (postmaster) signalGroup(postmaster, 'SIGKILL');
+      if (postmaster && segment) segments.push(segment);
     }
     for (const child of [haproxy, etcd]) if (child?.pid) signalGroup(child.pid, 'SIGKILL');
     for (const pid of clusterProcesses(dir, scope)) signal(pid, 'SIGKILL');
+    // A SIGKILLed postmaster's children hold its segment until they are gone: wait a little for them.
+    for (let i = 0; i < 50 && clusterProcesses(dir, scope).length > 0; i++) execFileSync('sleep', ['0.02']);
+    for (const segment of segments.splice(0)) removeSharedMemory(segment);
     try {
       rmSync(dir, { recursive: true, force: true });
     } catch {
@@ -655,8 +703,10 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
   const killNode = async (name: string) => {
     const state = stateOf(name);
     const postmaster = postmasterPid(state);
+    const segment = sharedMemoryOf(state.dataDir);
     const patroni = state.pid;
     if (!patroni) throw new Error(`${name} is not running`);
+    if (postmaster && segment) segments.push(segment);
     // Patroni first, so that nothing starts PostgreSQL again between the two kills.
     signalGroup(patroni, 'SIGKILL');
     if (postmaster) signalGroup(postmaster, 'SIGKILL');
@@ -771,27 +821,30 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
   const multiHostUrl = (database = 'postgres') =>
     `postgres://postgres@${nodes.map((n) => `127.0.0.1:${n.port}`).join(',')}/${database}?target_session_attrs=read-write`;
 
-  const stop = async () => {
+  const stop = async ({ graceful = true }: { graceful?: boolean } = {}) => {
     if (stopped) return;
     stopped = true;
-    mark('stop');
+    mark('stop', graceful ? 'graceful' : 'SIGKILL');
     await watcher;
-    // Patroni stops its PostgreSQL on SIGTERM (a fast shutdown: no shared memory left behind).
-    for (const state of nodes) if (state.pid) signal(state.pid, 'SIGTERM');
-    if (haproxy?.pid) signal(haproxy.pid, 'SIGTERM');
-    const patronis = nodes.map((n) => n.pid).filter((pid): pid is number => pid !== undefined);
-    await poll(
-      async () => (patronis.some(alive) || nodes.some((n) => postmasterPid(n)) ? undefined : true),
-      15_000,
-      () => 'Patroni and PostgreSQL stopped',
-    ).catch(() => {});
-    if (etcd?.pid) signal(etcd.pid, 'SIGTERM');
-    await poll(
-      async () => (etcd?.pid && alive(etcd.pid) ? undefined : true),
-      5000,
-      () => 'etcd stopped',
-    ).catch(() => {});
-    killNow(); // whatever is left, SIGKILL, and the folder goes
+    if (graceful) {
+      // Patroni stops its PostgreSQL on SIGTERM (a fast shutdown, which removes its shared memory).
+      for (const state of nodes) if (state.pid) signal(state.pid, 'SIGTERM');
+      if (haproxy?.pid) signal(haproxy.pid, 'SIGTERM');
+      const patronis = nodes.map((n) => n.pid).filter((pid): pid is number => pid !== undefined);
+      await poll(
+        async () => (patronis.some(alive) || nodes.some((n) => postmasterPid(n)) ? undefined : true),
+        15_000,
+        () => 'Patroni and PostgreSQL stopped',
+      ).catch(() => {});
+      mark('patroni stopped');
+      if (etcd?.pid) signal(etcd.pid, 'SIGTERM');
+      await poll(
+        async () => (etcd?.pid && alive(etcd.pid) ? undefined : true),
+        5000,
+        () => 'etcd stopped',
+      ).catch(() => {});
+    }
+    killNow(); // whatever is left, SIGKILL (and shared memory removed), and the folder goes
     await poll(
       async () => (clusterProcesses(dir, scope).length ? undefined : true),
       5000,
@@ -800,6 +853,7 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
     );
     if (existsSync(dir)) rmSync(dir, { recursive: true, force: true });
     live.delete(registration);
+    mark('stopped');
   };
 
   const cluster: Cluster = {
@@ -842,6 +896,14 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
     },
     patronictl,
     stop,
+    effectiveConfig: async () => {
+      for (const state of nodes) {
+        if (!state.pid) continue;
+        const answer = await httpGet(`http://127.0.0.1:${state.restPort}/config`);
+        if (answer?.status === 200) return JSON.parse(answer.body) as Record<string, unknown>;
+      }
+      throw new Error('no Patroni REST API answers');
+    },
   };
 
   try {
