@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { inTransaction } from './postgres-errors.js';
-import { HostRouter } from './postgres-hosts.js';
+import { HostRouter, routeThrough } from './postgres-hosts.js';
 import { hostLabel, hostUrl, parsePostgresUrl } from '../wire/postgres-url.js';
 import { postgresMigrations } from './migrations/postgres.js';
 
@@ -30,9 +30,7 @@ export interface PostgresOptions {
 /** Default of DATABASE_FAILOVER_WAIT. */
 export const FAILOVER_WAIT_MS = 10_000;
 
-/** The router of a pool made over a multi-host URL (or one with target_session_attrs); undefined otherwise. */
-export const routerOf = (pool: pg.Pool): HostRouter | undefined => routers.get(pool);
-const routers = new WeakMap<pg.Pool, HostRouter>();
+
 
 /** The URL with a server setting added to its `options` parameter (kept with any already there). */
 function withServerOption(url: string, option: string): string {
@@ -86,7 +84,7 @@ export function createPool(
     idleTimeoutMillis: 30_000,
     ...(router && { Client: router.Client }),
   });
-  if (router) routers.set(pool, router);
+  if (router) routeThrough(pool, router);
   // Without a listener an idle connection's error (a server restart) would crash the process.
   pool.on('error', options.onIdleError ?? (() => {}));
   return pool;

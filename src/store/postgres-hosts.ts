@@ -176,6 +176,16 @@ export class HostRouter {
   }
 }
 
+const routers = new WeakMap<pg.Pool, HostRouter>();
+
+/** Records that `pool`'s connections go through `router` (postgres-connection.ts, createPool). */
+export function routeThrough(pool: pg.Pool, router: HostRouter): void {
+  routers.set(pool, router);
+}
+
+/** The router of a pool made over a multi-host URL (or one with target_session_attrs); undefined otherwise. */
+export const routerOf = (pool: pg.Pool): HostRouter | undefined => routers.get(pool);
+
 const sameHost = (a: PostgresHost, b: PostgresHost): boolean => a.host === b.host && a.port === b.port;
 
 /**
@@ -275,4 +285,52 @@ export function serverGone(error: unknown): boolean {
     code === 'ENOSERVER' ||
     /Connection terminated|timeout expired|Query read timeout/.test(error.message)
   );
+}
+
+/**
+ * What a failure of a statement says of its fate, with a failover in mind: `not-run` when the
+ * server never ran it (no connection was made, or a standby refused the write: 25006), so that it
+ * is safe to send again; `unknown` when the connection went down while it ran (a reset, a shutdown
+ * that terminated it), so that only a statement whose repetition changes nothing may be sent
+ * again; undefined for every other failure, which a retry does not cure.
+ */
+export function failoverFate(error: unknown): 'not-run' | 'unknown' | undefined {
+  if (error instanceof pg.DatabaseError) {
+    if (error.code === '25006' || error.code === '57P03') return 'not-run';
+    return /^(57P0[12]|08)/.test(error.code ?? '') ? 'unknown' : undefined;
+  }
+  if (!(error instanceof Error)) return undefined;
+  const code = (error as NodeJS.ErrnoException).code;
+  if (code === 'ENOSERVER' || code === 'ECONNREFUSED') return 'not-run';
+  if (/timeout exceeded when trying to connect|due to connection timeout/.test(error.message)) return 'not-run';
+  if (code === 'ECONNRESET' || code === 'EPIPE' || code === 'ETIMEDOUT') return 'unknown';
+  return /Connection terminated|Query read timeout/.test(error.message) ? 'unknown' : undefined;
+}
+
+/**
+ * Runs `attempt` again while it fails for a failover (failoverFate) and the router's wait has not
+ * run out: a request waits for the new primary instead of failing (interface 1.3.0, point 2 of
+ * issue 34). `repeatable`: the statement may be sent again even when it may have run (a read, an
+ * insert that skips ids it finds, a revocation); otherwise only when it surely did not run.
+ * Without a router (one server) it runs once, as before.
+ */
+export async function throughFailover<T>(
+  router: HostRouter | undefined,
+  repeatable: boolean,
+  attempt: (afterUnknown: boolean) => Promise<T>,
+): Promise<T> {
+  if (router === undefined) return attempt(false);
+  const deadline = Date.now() + router.waitMs;
+  // Whether an earlier attempt may have run: the caller reads the last one's answer knowing that.
+  let afterUnknown = false;
+  for (;;) {
+    try {
+      return await attempt(afterUnknown);
+    } catch (error) {
+      const fate = failoverFate(error);
+      if (fate === undefined || (fate === 'unknown' && !repeatable) || Date.now() >= deadline) throw error;
+      afterUnknown ||= fate === 'unknown';
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  }
 }

@@ -1,7 +1,8 @@
 import type pg from 'pg';
 import { Batcher, Coalescer, failed } from './batcher.js';
 import { CONNECT_TIMEOUT_MS } from './postgres-connection.js';
-import { inTransaction } from './postgres-errors.js';
+import { classifyPostgresError, inTransaction } from './postgres-errors.js';
+import { routerOf, throughFailover } from './postgres-hosts.js';
 import { STATEMENTS, runStatement } from './postgres-statements.js';
 import { createdPayload } from './event-payload.js';
 import {
@@ -83,11 +84,14 @@ export class PostgresPlants {
   private readonly deletes: Batcher<DeleteRequest, boolean>;
 
   constructor(private readonly pool: pg.Pool) {
+    // Each write's deadline, from its arrival: as long as a query may wait for a connection, and
+    // with more than one server as long as it may wait for a primary (DATABASE_FAILOVER_WAIT) too.
+    const deadlineMs = CONNECT_TIMEOUT_MS + (routerOf(pool)?.waitMs ?? 0);
     this.deletes = new Batcher(
       WRITE_SLOTS,
       MAX_BATCH,
       (items) => this.deletePlants(items),
-      CONNECT_TIMEOUT_MS,
+      deadlineMs,
       (sent) =>
         new StoreUnavailableError(
           sent
@@ -99,8 +103,7 @@ export class PostgresPlants {
       WRITE_SLOTS,
       MAX_BATCH,
       (plants) => this.insertPlants(plants),
-      // Each create's deadline, from its arrival: as long as a query may wait for a connection.
-      CONNECT_TIMEOUT_MS,
+      deadlineMs,
       (sent) =>
         new StoreUnavailableError(
           sent
@@ -230,18 +233,38 @@ export class PostgresPlants {
         else offered.set(items[i]!.id, i);
       }
       const batch = [...offered.values()].sort((a, b) => (items[a]!.id < items[b]!.id ? -1 : 1));
-      const gone = new Set(
-        (
-          await this.run<{ id: string }>('deleteBatch', [
-            batch.map((i) => items[i]!.id),
-            batch.map((i) => items[i]!.owner),
-          ])
-        ).rows.map((row) => BigInt(row.id)),
-      );
+      const ids = batch.map((i) => items[i]!.id);
+      const gone = await this.deleteThroughFailover(ids, batch.map((i) => items[i]!.owner));
       for (const i of batch) results[i] = gone.has(items[i]!.id);
       pending = later;
     }
     return results;
+  }
+
+  /**
+   * The ids the DELETE removed. Through a failover (more than one server) it is sent again; if an
+   * earlier attempt may have run (its connection went down mid-way), an id the last one did not
+   * find counts as removed when no plant holds it any more: the first attempt removed it, or
+   * there was none, and the client is told it is gone either way (an id another owner holds
+   * still answers as not this caller's).
+   */
+  private async deleteThroughFailover(ids: bigint[], owners: Array<string | null>): Promise<Set<bigint>> {
+    let uncertain = false;
+    try {
+      const rows = await throughFailover(routerOf(this.pool), true, async (afterUnknown) => {
+        uncertain = afterUnknown;
+        return (await this.pool.query<{ id: string }>({ name: 'deleteBatch', text: STATEMENTS.deleteBatch, values: [ids, owners] })).rows;
+      });
+      const gone = new Set(rows.map((row) => BigInt(row.id)));
+      if (!uncertain) return gone;
+      const left = ids.filter((id) => !gone.has(id));
+      if (left.length === 0) return gone;
+      const held = new Set((await this.run<PlantRow>('byIds', [left])).rows.map((row) => BigInt(row.id)));
+      for (const id of left) if (!held.has(id)) gone.add(id);
+      return gone;
+    } catch (error) {
+      throw classifyPostgresError(error);
+    }
   }
 
   async count(): Promise<number> {

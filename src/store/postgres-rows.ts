@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import { classifyPostgresError } from './postgres-errors.js';
+import { routerOf, throughFailover } from './postgres-hosts.js';
 import {
   type DeliveryRecord,
   type DeliveryType,
@@ -17,9 +18,13 @@ export interface Row {
 }
 
 /** One query on the pool, its failure classified (a 503 where a retry may cure it). */
-export async function queryRows(pool: pg.Pool, text: string, values: unknown[]): Promise<Row[]> {
+/**
+ * The rows of one statement. With more than one server it is sent again through a failover when
+ * it surely did not run, or (`repeatable`, a read) whatever happened (postgres-hosts.ts).
+ */
+export async function queryRows(pool: pg.Pool, text: string, values: unknown[], repeatable = false): Promise<Row[]> {
   try {
-    return (await pool.query<Row>(text, values)).rows;
+    return await throughFailover(routerOf(pool), repeatable, async () => (await pool.query<Row>(text, values)).rows);
   } catch (error) {
     throw classifyPostgresError(error);
   }

@@ -1,5 +1,6 @@
 import type pg from 'pg';
 import { classifyPostgresError } from './postgres-errors.js';
+import { routerOf, throughFailover } from './postgres-hosts.js';
 
 // The SQL of the PostgreSQL adapter: every statement is named and prepared once per connection.
 
@@ -94,14 +95,38 @@ export const STATEMENTS = {
   ticketSpend: `DELETE FROM event_tickets WHERE hash = $1 AND expires_at > ${DB_NOW_MS} RETURNING *`,
 } as const;
 
-/** One named, prepared statement: parsed once per connection. */
+/**
+ * The statements that may be sent again after a failover cut them off mid-way (throughFailover):
+ * reads, an insert that skips the ids it finds (its answer then reads them back), a revocation
+ * that keeps its first time. A delete is sent again by its caller, which knows what a second
+ * "nothing to delete" means; a token's or a ticket's insert is not (a second one would conflict).
+ */
+const REPEATABLE: ReadonlySet<keyof typeof STATEMENTS> = new Set([
+  'listAll',
+  'listTag',
+  'listOwner',
+  'listOwnerTag',
+  'insertBatch',
+  'byIds',
+  'tokenById',
+  'tokenAll',
+  'tokenRevoke',
+] as const);
+
+/**
+ * One named, prepared statement: parsed once per connection. With more than one server, sent
+ * again through a failover (postgres-hosts.ts) while that is safe, for up to DATABASE_FAILOVER_WAIT.
+ */
 export async function runStatement<R extends pg.QueryResultRow>(
   pool: pg.Pool,
   name: keyof typeof STATEMENTS,
   values: unknown[],
+  repeatable = REPEATABLE.has(name),
 ): Promise<pg.QueryResult<R>> {
   try {
-    return await pool.query<R>({ name, text: STATEMENTS[name], values });
+    return await throughFailover(routerOf(pool), repeatable, () =>
+      pool.query<R>({ name, text: STATEMENTS[name], values }),
+    );
   } catch (error) {
     throw classifyPostgresError(error);
   }

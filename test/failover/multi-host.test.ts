@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
+import { type TestContext, after, before, test } from 'node:test';
 import { buildApp } from '../../src/app.js';
 import { TokenService } from '../../src/auth/token.service.js';
 import { testConfig } from '../../src/config.js';
@@ -15,13 +15,37 @@ import { type ReplicaPair, startReplicaPair } from './replica-pair.js';
 
 let pair: ReplicaPair;
 const stores: PostgresStore[] = [];
+const pairs: ReplicaPair[] = [];
 before(async () => {
   pair = await startReplicaPair();
+  pairs.push(pair);
 });
 after(async () => {
   for (const store of stores) await store.close().catch(() => {});
-  await pair?.close();
+  for (const each of pairs) await each.close();
 });
+
+/** An app over `store` as `serve` builds it, a token of alice's, and a call with it. */
+async function served(t: TestContext, store: PostgresStore, failoverWaitMs: number) {
+  const lines: string[] = [];
+  const app = await buildApp({
+    config: testConfig({ databaseFailoverWaitMs: failoverWaitMs }),
+    store,
+    clock: Date.now,
+    logStream: { write: (text: string) => void lines.push(text) },
+  });
+  t.after(() => app.close());
+  const token = (await new TokenService(store).create({ subject: 'alice', scopes: ['plants:read', 'plants:write'] }))
+    .token;
+  const call = (method: 'GET' | 'POST' | 'DELETE', url: string, payload?: string) =>
+    app.inject({
+      method,
+      url,
+      headers: { authorization: `Bearer ${token}`, ...(payload && { 'content-type': 'application/json' }) },
+      ...(payload && { payload }),
+    });
+  return { app, lines, call };
+}
 
 function open(url: string, failoverWaitMs = 1500): { store: PostgresStore; moves: string[] } {
   const moves: string[] = [];
@@ -62,23 +86,7 @@ test('any: the first server that answers, a standby too, and a write there fails
 
 test('a failover: no primary → a request waits, then 503 with Retry-After and /readyz false; promoted → writes, no restart', async (t) => {
   const { store, moves } = open(pair.url([pair.primary, pair.standby], 'target_session_attrs=read-write'), 1500);
-  const lines: string[] = [];
-  const app = await buildApp({
-    config: testConfig({ databaseFailoverWaitMs: 1500 }),
-    store,
-    clock: Date.now,
-    logStream: { write: (text: string) => void lines.push(text) },
-  });
-  t.after(() => app.close());
-  const token = (await new TokenService(store).create({ subject: 'alice', scopes: ['plants:read', 'plants:write'] }))
-    .token;
-  const call = (method: 'GET' | 'POST', url: string, payload?: string) =>
-    app.inject({
-      method,
-      url,
-      headers: { authorization: `Bearer ${token}`, ...(payload && { 'content-type': 'application/json' }) },
-      ...(payload && { payload }),
-    });
+  const { app, lines, call } = await served(t, store, 1500);
   assert.equal((await call('POST', '/plants', '{"id":2,"name":"Moss"}')).statusCode, 200);
 
   // The primary goes as a crash takes it; the standby is not promoted yet: nothing takes writes.
@@ -120,4 +128,54 @@ test('a failover: no primary → a request waits, then 503 with Retry-After and 
   );
   assert.match(metrics.payload, /^plant_store_database_waiting_requests 0$/m);
   assert.ok(!lines.join('').includes('password'), 'no password anywhere');
+});
+
+test('a planned switchover under 8 writers: the primary stopped fast, the standby promoted a second later; no request fails, nothing acknowledged is lost', async (t) => {
+  const fresh = await startReplicaPair();
+  pairs.push(fresh);
+  const { store, moves } = open(fresh.url([fresh.primary, fresh.standby], 'target_session_attrs=read-write'), 10_000);
+  await store.migrate();
+  const { call } = await served(t, store, 10_000);
+  const created = new Set<number>();
+  const deleted = new Set<number>();
+  const failures: string[] = [];
+  let stop = false;
+  const writer = async (w: number): Promise<void> => {
+    for (let i = 0; !stop; i++) {
+      const id = 1000 * (w + 1) + i;
+      const made = await call('POST', '/plants', `{"id":${id},"name":"p${id}"}`);
+      if (made.statusCode !== 200) failures.push(`POST ${id}: ${made.statusCode} ${made.payload}`);
+      else created.add(id);
+      if (i % 2 === 1) {
+        const gone = await call('DELETE', `/plants/${id - 1}`);
+        if (gone.statusCode !== 204) failures.push(`DELETE ${id - 1}: ${gone.statusCode} ${gone.payload}`);
+        else deleted.add(id - 1);
+      }
+    }
+  };
+  const writers = Array.from({ length: 8 }, (_, w) => writer(w));
+  const acknowledgedBefore = async (n: number): Promise<void> => {
+    while (created.size < n) await new Promise((resolve) => setTimeout(resolve, 20));
+  };
+  await acknowledgedBefore(100);
+  const switched = Date.now();
+  await fresh.stop(fresh.primary, 'fast'); // what Patroni's switchover does to the old primary
+  await new Promise((resolve) => setTimeout(resolve, 1000));
+  await fresh.promote(fresh.standby);
+  const promoted = Date.now();
+  const atPromotion = created.size;
+  await acknowledgedBefore(atPromotion + 100);
+  stop = true;
+  await Promise.all(writers);
+  t.diagnostic(
+    `switchover: ${created.size} creates and ${deleted.size} deletes acknowledged; promotion ${promoted - switched} ms after the stop`,
+  );
+  assert.deepEqual(failures, []);
+  const rows = (await fresh.sql(fresh.standby, 'SELECT id::int AS id FROM plants')).rows as Array<{ id: number }>;
+  const held = new Set(rows.map((r) => r.id));
+  const lost = [...created].filter((id) => !deleted.has(id) && !held.has(id));
+  const back = [...deleted].filter((id) => held.has(id));
+  assert.deepEqual(lost, [], 'every acknowledged create is on the new primary');
+  assert.deepEqual(back, [], 'no acknowledged delete came back');
+  assert.equal(moves.at(-1), `127.0.0.1:${fresh.primary.port} → 127.0.0.1:${fresh.standby.port}`);
 });
