@@ -4,6 +4,7 @@ import { buildApp } from '../../src/app.js';
 import { TokenService } from '../../src/auth/token.service.js';
 import { testConfig } from '../../src/config.js';
 import { type PostgresStore, openPostgres } from '../../src/store/postgres.js';
+import { runCli } from '../process.js';
 import { type ReplicaPair, startReplicaPair } from './replica-pair.js';
 
 // Interface 1.3.0, "PostgreSQL with more than one server", against two real servers of this
@@ -178,4 +179,27 @@ test('a planned switchover under 8 writers: the primary stopped fast, the standb
   assert.deepEqual(lost, [], 'every acknowledged create is on the new primary');
   assert.deepEqual(back, [], 'no acknowledged delete came back');
   assert.equal(moves.at(-1), `127.0.0.1:${fresh.primary.port} → 127.0.0.1:${fresh.standby.port}`);
+});
+
+test('the commands take the multi-host URL (migrate, token create and list go to the primary named second); no password printed', async () => {
+  const fresh = await startReplicaPair();
+  pairs.push(fresh);
+  // The standby first, and a password the servers do not need (trust): it must appear nowhere.
+  const url = fresh
+    .url([fresh.standby, fresh.primary], 'target_session_attrs=read-write&connect_timeout=2')
+    .replace('postgres@', 'postgres:hunter2@');
+  const env = { DATABASE_URL: url };
+  const migrated = await runCli(['migrate'], env);
+  assert.equal(migrated.code, 0, migrated.stderr);
+  const described = `postgres://postgres@127.0.0.1:${fresh.standby.port},127.0.0.1:${fresh.primary.port}/postgres?target_session_attrs=read-write`;
+  assert.match(migrated.stderr, new RegExp(`^plant-store: database ${described.replace(/[?.]/g, '\\$&')}`, 'm'));
+  assert.match(migrated.stdout + migrated.stderr, /Applied migrations 1, 2, 3, 4, 5, 6, 7\./);
+  const minted = await runCli(['token', 'create', '--subject', 'alice', '--scopes', 'plants:read', '--json'], env);
+  assert.equal(minted.code, 0, minted.stderr);
+  const listed = await runCli(['token', 'list', '--json'], env);
+  assert.equal(listed.code, 0, listed.stderr);
+  assert.equal((JSON.parse(listed.stdout) as unknown[]).length, 1);
+  const tokens = (await fresh.sql(fresh.primary, 'SELECT subject FROM api_tokens')).rows;
+  assert.deepEqual(tokens, [{ subject: 'alice' }]);
+  for (const result of [migrated, minted, listed]) assert.ok(!`${result.stdout}${result.stderr}`.includes('hunter2'));
 });
