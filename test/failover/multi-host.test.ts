@@ -4,7 +4,7 @@ import { buildApp } from '../../src/app.js';
 import { TokenService } from '../../src/auth/token.service.js';
 import { testConfig } from '../../src/config.js';
 import { type PostgresStore, openPostgres } from '../../src/store/postgres.js';
-import { runCli } from '../process.js';
+import { callServer, runCli, startServer } from '../process.js';
 import { type ReplicaPair, startReplicaPair } from './replica-pair.js';
 
 // Interface 1.3.0, "PostgreSQL with more than one server", against two real servers of this
@@ -202,4 +202,40 @@ test('the commands take the multi-host URL (migrate, token create and list go to
   const tokens = (await fresh.sql(fresh.primary, 'SELECT subject FROM api_tokens')).rows;
   assert.deepEqual(tokens, [{ subject: 'alice' }]);
   for (const result of [migrated, minted, listed]) assert.ok(!`${result.stdout}${result.stderr}`.includes('hunter2'));
+});
+
+test('serve on the multi-host URL: after the primary dies and the standby is promoted, one warn line names the move, and the metric follows', async () => {
+  const fresh = await startReplicaPair();
+  pairs.push(fresh);
+  const url = fresh.url([fresh.primary, fresh.standby], 'target_session_attrs=read-write');
+  const server = await startServer({ DATABASE_URL: url, DATABASE_FAILOVER_WAIT: '2s' });
+  try {
+    const minted = await runCli(['token', 'create', '--subject', 'alice', '--scopes', 'plants:write'], {
+      DATABASE_URL: url,
+    });
+    const token = minted.stdout.trim();
+    assert.equal((await callServer(server, token, 'POST', '/plants', '{"id":1,"name":"Fern"}')).status, 200);
+    const first = await (await fetch(`${server.url}/metrics`)).text();
+    assert.match(first, new RegExp(`^plant_store_database_host\\{host="127.0.0.1:${fresh.primary.port}"\\} 1$`, 'm'));
+    await fresh.stop(fresh.primary, 'kill');
+    await fresh.promote(fresh.standby);
+    let answer = await callServer(server, token, 'POST', '/plants', '{"id":2,"name":"Moss"}');
+    for (let i = 0; answer.status !== 200 && i < 20; i++) {
+      answer = await callServer(server, token, 'POST', '/plants', '{"id":2,"name":"Moss"}');
+    }
+    assert.equal(answer.status, 200, answer.text);
+    const moved = server
+      .logs()
+      .split('\n')
+      .filter((line) => line.includes('database: writing to'));
+    assert.equal(moved.length, 1, moved.join('\n'));
+    const line = JSON.parse(moved[0]!) as Record<string, unknown>;
+    assert.equal(line.level, 40);
+    assert.equal(line.msg, `database: writing to 127.0.0.1:${fresh.standby.port}, was 127.0.0.1:${fresh.primary.port}`);
+    const after = await (await fetch(`${server.url}/metrics`)).text();
+    assert.match(after, new RegExp(`^plant_store_database_host\\{host="127.0.0.1:${fresh.standby.port}"\\} 1$`, 'm'));
+    assert.match(after, /^plant_store_database_waiting_requests 0$/m);
+  } finally {
+    await server.stop();
+  }
 });
