@@ -433,7 +433,6 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
   };
   own(dir);
 
-  const children: ChildProcess[] = [];
   let etcd: ChildProcess | undefined;
   let haproxy: ChildProcess | undefined;
   const nodes: NodeState[] = [];
@@ -484,7 +483,6 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
     const fd = openSync(logFile, 'a');
     try {
       const child = spawn(file, args, { ...extra, detached: true, stdio: ['ignore', fd, fd] });
-      children.push(child);
       child.on('error', (error) => mark('spawn error', `${file}: ${error.message}`));
       return child;
     } finally {
