@@ -10,7 +10,8 @@
 // The event side's scenarios (webhooks, the change feed) are bench/events.ts, run after each engine's own,
 // then bench/cost-ab.ts (events-cost: POST with a webhook, this build against the 1.1.0 build), and
 // last bench/cost.ts (cost: server CPU per request against bare node:http). `npm run bench -- --quick`
-// runs that last table alone, in under 90 s.
+// runs that last table alone, in under 90 s. `npm run bench -- --fairness [--engine postgres]
+// [--checkout <dir>]` runs bench/fairness.ts alone (a healthy webhook beside 20 hanging ones, issue 33).
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -22,6 +23,7 @@ import { startThrowawayPostgres } from '../test/support/postgres.js';
 import { costDatabases, costScenario } from './cost-ab.js';
 import { type CostRow, costRows, costTable, main as costOnly } from './cost.js';
 import { eventScenarios } from './events.js';
+import { main as fairnessOnly } from './fairness.js';
 import { type WrkResult as Result, wrk as wrkFor } from './wrk.js';
 
 const BIN = fileURLToPath(new URL('../bin/plant-store.js', import.meta.url));
@@ -382,6 +384,11 @@ const costs: CostRow[] = [];
 
 if (process.argv.includes('--quick')) {
   await costOnly();
+  process.exit(0);
+}
+if (process.argv.includes('--fairness')) {
+  rmSync(dir, { recursive: true, force: true }); // bench/fairness.ts keeps its own
+  await fairnessOnly(process.argv.slice(2));
   process.exit(0);
 }
 
