@@ -30,8 +30,6 @@ export interface PostgresOptions {
 /** Default of DATABASE_FAILOVER_WAIT. */
 export const FAILOVER_WAIT_MS = 10_000;
 
-
-
 /** The URL with a server setting added to its `options` parameter (kept with any already there). */
 function withServerOption(url: string, option: string): string {
   const parsed = new URL(url);

@@ -66,7 +66,8 @@ async function transactionOnce<T>(pool: pg.Pool, work: (client: pg.PoolClient) =
     else await client.query('ROLLBACK').catch(() => {});
     // Before COMMIT, a connection that went down took the whole transaction with it: the same as
     // not run. At COMMIT, nobody knows: the caller gets the failure (a 503) instead of a second run.
-    if (!committing && failoverFate(error) === 'unknown') throw new NoServerError((error as Error).message, { cause: error });
+    if (!committing && failoverFate(error) === 'unknown')
+      throw new NoServerError((error as Error).message, { cause: error });
     throw committing ? new CommitUnknown('commit outcome unknown', { cause: error }) : error;
   } finally {
     client.release(broken);

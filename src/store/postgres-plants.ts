@@ -234,7 +234,10 @@ export class PostgresPlants {
       }
       const batch = [...offered.values()].sort((a, b) => (items[a]!.id < items[b]!.id ? -1 : 1));
       const ids = batch.map((i) => items[i]!.id);
-      const gone = await this.deleteThroughFailover(ids, batch.map((i) => items[i]!.owner));
+      const gone = await this.deleteThroughFailover(
+        ids,
+        batch.map((i) => items[i]!.owner),
+      );
       for (const i of batch) results[i] = gone.has(items[i]!.id);
       pending = later;
     }
@@ -253,7 +256,13 @@ export class PostgresPlants {
     try {
       const rows = await throughFailover(routerOf(this.pool), true, async (afterUnknown) => {
         uncertain = afterUnknown;
-        return (await this.pool.query<{ id: string }>({ name: 'deleteBatch', text: STATEMENTS.deleteBatch, values: [ids, owners] })).rows;
+        return (
+          await this.pool.query<{ id: string }>({
+            name: 'deleteBatch',
+            text: STATEMENTS.deleteBatch,
+            values: [ids, owners],
+          })
+        ).rows;
       });
       const gone = new Set(rows.map((row) => BigInt(row.id)));
       if (!uncertain) return gone;

@@ -1,4 +1,6 @@
 import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import { type AddressInfo, type Socket, connect, createServer as createNetServer } from 'node:net';
 import { type TestContext, after, before, test } from 'node:test';
 import { buildApp } from '../../src/app.js';
 import { TokenService } from '../../src/auth/token.service.js';
@@ -238,4 +240,64 @@ test('serve on the multi-host URL: after the primary dies and the standby is pro
   } finally {
     await server.stop();
   }
+});
+
+/**
+ * A TCP proxy on 127.0.0.1 in front of one server that can stop forwarding without a reset, as a
+ * host that vanished from the network does: its connections stay open and carry nothing, new
+ * ones are accepted and carry nothing.
+ */
+async function silentProxy(target: number): Promise<{ port: number; vanish(): void; close(): void }> {
+  let vanished = false;
+  const sockets = new Set<Socket>();
+  const server = createNetServer((client) => {
+    sockets.add(client);
+    client.on('error', () => {});
+    if (vanished) return; // accepted, never answered
+    const upstream = connect(target, '127.0.0.1');
+    sockets.add(upstream);
+    upstream.on('error', () => client.destroy());
+    client.pipe(upstream);
+    upstream.pipe(client);
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  return {
+    port: (server.address() as AddressInfo).port,
+    vanish() {
+      vanished = true;
+      for (const socket of sockets) {
+        socket.unpipe();
+        socket.pause(); // nothing more is read, so nothing more is passed on either way
+      }
+    },
+    close() {
+      for (const socket of sockets) socket.destroy();
+      server.close();
+    },
+  };
+}
+
+test('a server that stops answering without a reset: the statement on it times out, the next connection finds the promoted standby', async (t) => {
+  const fresh = await startReplicaPair();
+  pairs.push(fresh);
+  const proxy = await silentProxy(fresh.primary.port);
+  t.after(() => proxy.close());
+  const url = `postgres://postgres@127.0.0.1:${proxy.port},127.0.0.1:${fresh.standby.port}/postgres?target_session_attrs=read-write&connect_timeout=2`;
+  const { store, moves } = open(url, 20_000);
+  await store.migrate();
+  assert.deepEqual(await store.createPlant(plant(1n, 'Fern')), { created: true });
+  proxy.vanish();
+  const started = Date.now();
+  const write = store.createPlant(plant(2n, 'Moss')); // on a pooled connection to the server that vanished
+  await new Promise((resolve) => setTimeout(resolve, 1000));
+  await fresh.stop(fresh.primary, 'kill'); // what a failover manager makes sure of before it promotes
+  await fresh.promote(fresh.standby);
+  assert.deepEqual(await write, { created: true });
+  t.diagnostic(
+    `the write answered ${Date.now() - started} ms after the server vanished (the statement timeout is 15 s)`,
+  );
+  const rows = (await fresh.sql(fresh.standby, 'SELECT id::int AS id FROM plants ORDER BY id')).rows;
+  assert.deepEqual(rows, [{ id: 1 }, { id: 2 }]);
+  assert.equal(moves.at(-1), `127.0.0.1:${proxy.port} → 127.0.0.1:${fresh.standby.port}`);
 });
