@@ -142,7 +142,7 @@ test('GET /docs in headless Chromium', { timeout: BROWSER_TEST_TIMEOUT_MS, skip 
     await t.test('the heading names the API, its version and OpenAPI 3.1', async () => {
       const heading = await page.locator('.information-container .title').innerText();
       assert.match(heading, /^Plant Store\b/);
-      assert.match(heading, /\b1\.2\.0\b/);
+      assert.match(heading, /\b1\.3\.0\b/);
       assert.match(heading, /\bOAS 3\.1\b/);
     });
 
@@ -174,9 +174,12 @@ test('GET /docs in headless Chromium', { timeout: BROWSER_TEST_TIMEOUT_MS, skip 
     await t.test('Authorize takes a bearer token', async () => {
       await page.locator('.scheme-container button.authorize').click();
       const dialog = page.locator('.modal-ux');
-      await dialog.locator('input').fill(token);
-      await dialog.locator('.auth-btn-wrapper button.authorize').click();
-      await dialog.locator('button.btn-done').click();
+      // Two schemes (1.3.0): the bearer token, and the change feed's ticket (GET /events only).
+      const bearer = dialog.locator('.auth-container').filter({ hasText: 'bearerAuth' });
+      assert.equal(await dialog.locator('.auth-container').filter({ hasText: 'eventTicket' }).count(), 1);
+      await bearer.locator('input').fill(token);
+      await bearer.locator('.auth-btn-wrapper button.authorize').click();
+      await bearer.locator('button.btn-done').click();
       assert.equal(await dialog.count(), 0, 'the dialog is closed');
       assert.equal(await page.locator('.scheme-container button.authorize.locked').count(), 1, 'authorized');
     });
