@@ -11,6 +11,7 @@ import { type ServerProcess, callServer, runCli, startServer } from '../process.
 import { eventually } from '../support/eventually.js';
 import { type LocalRegistry, startLocalRegistry } from '../support/local-registry.js';
 import { freePort } from '../support/postgres.js';
+import { markedBlock, userEnv as readUserEnv } from './markdown.js';
 
 // docs/events.md, "Following the feed from Node", run as printed: `npm install eventsource` in a
 // fresh folder (from a registry on 127.0.0.1 serving this project's copies: no network), the file
@@ -23,18 +24,9 @@ const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const DOC = readFileSync(join(ROOT, 'docs/events.md'), 'utf8');
 const exec = promisify(execFile);
 
-/** The block after `<!-- feed: <mark> -->`. */
-function block(mark: string): string {
-  const escaped = mark.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
-  const m = new RegExp(`<!-- feed: ${escaped} -->\\n+\`\`\`[a-z]*\\n([\\s\\S]*?)\\n\`\`\``).exec(DOC);
-  assert.ok(m, `docs/events.md marks a block with <!-- feed: ${mark} -->`);
-  return m[1]!;
-}
+const block = (mark: string): string => markedBlock(DOC, 'feed', mark);
 
-// A user's shell has neither npm's npm_* variables nor tsx's NODE_OPTIONS.
-const userEnv = Object.fromEntries(
-  Object.entries(process.env).filter(([name]) => !/^npm_/i.test(name) && name !== 'NODE_OPTIONS'),
-);
+const userEnv = readUserEnv();
 
 const dir = mkdtempSync(join(tmpdir(), 'plant-store-feed-node-'));
 let server: ServerProcess | undefined;

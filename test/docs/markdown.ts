@@ -213,3 +213,18 @@ export function checkLinks(repo: Repository): LinkReport {
   }
   return { problems, external, checked };
 }
+
+/**
+ * The code block after `<!-- <kind>: <mark> -->` in `doc` (docs/events.md marks its runnable
+ * snippets so: `receiver: file receiver.mjs`, `feed: run`), for the tests that run them as printed.
+ */
+export function markedBlock(doc: string, kind: string, mark: string): string {
+  const escaped = mark.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+  const m = new RegExp(`<!-- ${kind}: ${escaped} -->\\n+\`\`\`[a-z]*\\n([\\s\\S]*?)\\n\`\`\``).exec(doc);
+  if (m === null) throw new Error(`the document marks no block with <!-- ${kind}: ${mark} -->`);
+  return m[1]!;
+}
+
+/** The environment of a user's shell: without npm's npm_* variables and tsx's NODE_OPTIONS, which `npm test` adds. */
+export const userEnv = (): NodeJS.ProcessEnv =>
+  Object.fromEntries(Object.entries(process.env).filter(([name]) => !/^npm_/i.test(name) && name !== 'NODE_OPTIONS'));

@@ -11,6 +11,7 @@ import { type ServerProcess, callServer, runCli, startServer } from '../process.
 import { eventually } from '../support/eventually.js';
 import { type LocalRegistry, startLocalRegistry } from '../support/local-registry.js';
 import { freePort } from '../support/postgres.js';
+import { markedBlock, userEnv as readUserEnv } from './markdown.js';
 
 // The webhook receiver of docs/events.md ("Verifying a delivery"), run as printed: its install
 // block in a fresh folder (`npm install standardwebhooks` from a registry on 127.0.0.1 serving this
@@ -24,23 +25,14 @@ const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const DOC = readFileSync(join(ROOT, 'docs/events.md'), 'utf8');
 const exec = promisify(execFile);
 
-/** The block after `<!-- receiver: <mark> -->`. */
-function block(mark: string): string {
-  const escaped = mark.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
-  const m = new RegExp(`<!-- receiver: ${escaped} -->\\n+\`\`\`[a-z]*\\n([\\s\\S]*?)\\n\`\`\``).exec(DOC);
-  assert.ok(m, `docs/events.md marks a block with <!-- receiver: ${mark} -->`);
-  return m[1]!;
-}
+const block = (mark: string): string => markedBlock(DOC, 'receiver', mark);
 
 const fileMark = /<!-- receiver: file (\S+) -->/.exec(DOC);
 const runBlock = block('run').split('\n');
 const runCommand = runBlock.filter((line) => !line.startsWith('#')).join('\n');
 const printed = runBlock.filter((line) => line.startsWith('# → ')).map((line) => line.slice('# → '.length));
 
-// Under `npm test` this file runs with npm's npm_* variables and tsx's NODE_OPTIONS: a user's shell has neither.
-const userEnv = Object.fromEntries(
-  Object.entries(process.env).filter(([name]) => !/^npm_/i.test(name) && name !== 'NODE_OPTIONS'),
-);
+const userEnv = readUserEnv();
 
 const dir = mkdtempSync(join(tmpdir(), 'plant-store-receiver-'));
 const serverEnv = { DATABASE_URL: `sqlite:${join(dir, 'plants.db')}`, RATE_LIMIT: 'off', WEBHOOK_ALLOW_PRIVATE: '1' };
