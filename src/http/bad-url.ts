@@ -4,7 +4,7 @@ import type { TokenAuthenticator } from '../auth/authenticator.js';
 import type { Scope } from '../auth/token.js';
 import { HttpError, errorBody } from '../errors.js';
 import type { Cors } from './cors.js';
-import { frameworkErrors } from './protocol.js';
+import { closeEarlyAnswer, frameworkErrors } from './protocol.js';
 import { redactUrl } from './request-log.js';
 
 // The API's paths: authentication runs before anything else there, a broken URL included.
@@ -44,6 +44,7 @@ export function apiFrameworkErrors(authenticator: TokenAuthenticator, cors?: Cor
       const { statusCode, message, headers } =
         rejection instanceof HttpError ? rejection : new HttpError(500, 'internal server error');
       request.log.info({ method: request.method, url: redactUrl(request.url), status: statusCode }, 'request rejected');
+      closeEarlyAnswer(request);
       void reply
         .code(statusCode)
         .headers(headers)

@@ -1,6 +1,7 @@
 import type { ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyInstance } from 'fastify';
+import { isLingering } from './lingering-close.js';
 import { rawErrorResponse } from './raw-response.js';
 
 /**
@@ -9,6 +10,8 @@ import { rawErrorResponse } from './raw-response.js';
  */
 export function clientErrorHandler(this: FastifyInstance, error: NodeJS.ErrnoException, socket: Socket): void {
   if (error.code === 'ECONNRESET' || socket.destroyed) return;
+  // Answered already, and closing: a deadline (the request timeout) or a broken body ends it now.
+  if (isLingering(socket)) return void socket.destroy();
   const status = error.code === 'HPE_HEADER_OVERFLOW' ? 431 : error.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : 400;
   const message =
     status === 431

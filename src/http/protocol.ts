@@ -5,6 +5,7 @@ import { randomUUID } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { HttpError, errorBody } from '../errors.js';
 import type { Cors } from './cors.js';
+import { isClosing, lingerAfterAnswer } from './lingering-close.js';
 import { allowedMethods, hasEmptyParam, notFoundHandler } from './not-found.js';
 import { rawErrorResponse } from './raw-response.js';
 import { redactUrl } from './request-log.js';
@@ -42,7 +43,9 @@ export function queryEncodingHook(
   done(null, payload);
 }
 
-const hasBody = (request: FastifyRequest): boolean => {
+/** Whether this answer comes before the request's body has all arrived. */
+const answeredEarly = (request: FastifyRequest): boolean => {
+  if (request.raw.complete !== false) return false; // light-my-request's requests say nothing
   const length = request.headers['content-length'];
   return request.headers['transfer-encoding'] !== undefined || (length !== undefined && length !== '0');
 };
@@ -72,6 +75,9 @@ export function installProtocol(app: FastifyInstance, cors?: Cors): void {
   app.addHook('onRequest', (request, reply, done) => {
     void reply.header('x-request-id', request.id);
     cors?.decorate(request, reply); // first, so that every answer below carries the CORS headers
+    // A request pipelined after an answer that closes its connection is not run (RFC 9112 §9.6);
+    // its answer, queued behind that one, is dropped with the connection.
+    if (isClosing(request.raw)) return done(new HttpError(400, 'the connection closes after the answer before'));
     if (closing) {
       return done(new HttpError(503, 'the server is shutting down', { 'retry-after': '1', connection: 'close' }));
     }
@@ -89,8 +95,12 @@ export function installProtocol(app: FastifyInstance, cors?: Cors): void {
     void reply.header('cache-control', 'no-store').header('x-content-type-options', 'nosniff');
     // Close the connection after this response when draining (the client then sends no more on it,
     // so closing it races nothing), or when it answers before the request's body arrived: the unread
-    // bytes must not be taken for the next request, nor time out into a second answer.
-    if (draining || (request.raw.complete === false && hasBody(request))) void reply.header('connection', 'close');
+    // bytes must not be taken for the next request, nor time out into a second answer. That close
+    // lingers, so that a client still sending gets to read the answer (issue 38).
+    if (answeredEarly(request)) {
+      void reply.header('connection', 'close');
+      lingerAfterAnswer(request.raw);
+    } else if (draining) void reply.header('connection', 'close');
     done(null, payload);
   });
 
@@ -175,6 +185,7 @@ export function startDraining(app: FastifyInstance): void {
 
 /** Fastify's own routing errors (a URL with bad percent-encoding) get the Error body too. */
 export function frameworkErrors(error: Error, request: FastifyRequest, reply: FastifyReply): void {
+  closeEarlyAnswer(request);
   // Fastify answers these outside the request lifecycle, so the request log never sees them.
   request.log.info({ method: request.method, url: redactUrl(request.url), status: 400 }, 'request rejected');
   void reply
@@ -184,4 +195,9 @@ export function frameworkErrors(error: Error, request: FastifyRequest, reply: Fa
     .header('connection', 'close')
     .header('x-request-id', request.id)
     .send(errorBody(400, `the URL is not valid: ${error.message}`));
+}
+
+/** For the answers no onSend hook sees (Fastify's routing errors): one before the body lingers as it closes. */
+export function closeEarlyAnswer(request: FastifyRequest): void {
+  if (answeredEarly(request)) lingerAfterAnswer(request.raw);
 }
