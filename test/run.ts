@@ -61,7 +61,8 @@ const SUITES: Record<string, () => string[]> = {
         /^test\/(e2e|events|browser)\//.test(file) ||
         /^test\/webhooks\/(dispatcher|api-pressure|webhook-delivery)\.test\.ts$/.test(file) ||
         /^test\/store\/event-[a-z-]+\.test\.ts$/.test(file) ||
-        file === 'test/http/overload.test.ts',
+        file === 'test/http/overload.test.ts' ||
+        file === 'test/http/early-answer.test.ts',
     ),
 };
 

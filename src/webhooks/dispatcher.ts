@@ -223,7 +223,12 @@ export class Dispatcher {
           ...signed,
         };
         const send = (): Promise<WebhookAttempt> =>
-          this.sender.send({ url: delivery.webhook.url, body: delivery.payload, headers });
+          this.sender.send({
+            url: delivery.webhook.url,
+            body: delivery.payload,
+            headers,
+            subject: delivery.webhook.owner,
+          });
         // With tracing on, the attempt is a span and the request carries its `traceparent` (docs/tracing.md).
         const traced = tracing.current;
         result = await (traced === undefined

@@ -20,6 +20,27 @@ export interface WebhookRequest {
   readonly url: string;
   readonly headers: Readonly<Record<string, string>>;
   readonly body: string | Uint8Array;
+  /**
+   * Whose delivery it is (the webhook's subject): connections are pooled per origin and per
+   * subject, so that one subject's slow receivers never hold the sockets another subject's
+   * deliveries to the same host need (a shared ingress, a receiving platform).
+   */
+  readonly subject?: string;
+}
+
+/** Interim 1xx answers accepted before the final one: an endless stream of them would hold the event loop. */
+export const MAX_INTERIM_ANSWERS = 10;
+
+/** node:http's Agent, its pools keyed by origin and by the `subject` a request carries. */
+class SubjectPools extends HttpAgent {
+  override getName(options?: Parameters<HttpAgent['getName']>[0] & { subject?: string }): string {
+    return `${super.getName(options)}:${options?.subject ?? ''}`;
+  }
+}
+class TlsSubjectPools extends HttpsAgent {
+  override getName(options?: Parameters<HttpsAgent['getName']>[0] & { subject?: string }): string {
+    return `${super.getName(options)}:${options?.subject ?? ''}`;
+  }
 }
 
 /**
@@ -87,8 +108,8 @@ export class WebhookSender {
       timeout: 4_000,
       lookup: checkedLookup({ allowPrivate: options.allowPrivate, resolve: options.resolve }),
     };
-    this.#http = new HttpAgent(agentOptions);
-    this.#https = new HttpsAgent(agentOptions);
+    this.#http = new SubjectPools(agentOptions);
+    this.#https = new TlsSubjectPools(agentOptions);
   }
 
   /** POSTs one delivery. Never throws: every failure is the attempt's `error`. */
@@ -151,8 +172,21 @@ export class WebhookSender {
         agent: tls ? this.#https : this.#http,
         headers: { ...request.headers, 'content-length': String(Buffer.byteLength(request.body)) },
         signal,
+        // Read by the agents' getName: the pool of this subject for this origin.
+        ...(request.subject !== undefined && { subject: request.subject }),
       });
       outgoing.on('response', resolve);
+      // RFC 9110 allows interim answers, not an endless stream of them: each is parsed on the event loop.
+      let interim = 0;
+      outgoing.on('information', () => {
+        if (++interim > MAX_INTERIM_ANSWERS) {
+          outgoing.destroy(
+            Object.assign(new Error(`more than ${MAX_INTERIM_ANSWERS} interim (1xx) answers before the final one`), {
+              code: 'ETOOMANYINTERIM',
+            }),
+          );
+        }
+      });
       // `on`, not `once`: a later error (an abort while the body is read) must find a listener.
       outgoing.on('error', reject);
       // A close with neither an answer nor an error: a 101 that no upgrade asked for makes node:http

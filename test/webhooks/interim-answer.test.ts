@@ -132,3 +132,68 @@ describe('an interim 1xx answer before the final one is accepted (RFC 9110 §15.
     assert.equal(receiver.requests, 1);
   });
 });
+
+describe('what a hostile receiver found (issue 33 closing probes)', () => {
+  test('an endless stream of 100 Continue fails the attempt after 10 interim answers, instead of holding the event loop for its 10 s', async (t) => {
+    const sockets = new Set<Socket>();
+    const server = createServer((socket) => {
+      sockets.add(socket);
+      socket.on('error', () => {});
+      socket.once('data', () => {
+        const flood = Buffer.from('HTTP/1.1 100 Continue\r\n\r\n'.repeat(1000));
+        const pour = (): void => {
+          while (!socket.destroyed && socket.write(flood));
+          if (!socket.destroyed) socket.once('drain', pour);
+        };
+        pour();
+      });
+    });
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    t.after(() => {
+      for (const socket of sockets) socket.destroy();
+      server.close();
+    });
+    const sender = new WebhookSender({ allowPrivate: true, timeoutMs: 10_000 });
+    t.after(() => sender.close());
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/flood`;
+    const attempt = await sender.send({ url, headers: {}, body: '{}' });
+    assert.equal(attempt.status, undefined);
+    assert.equal(attempt.error, 'more than 10 interim (1xx) answers before the final one');
+  });
+
+  test('one subject’s hanging deliveries to a host do not hold the connections another subject’s deliveries to the same host need', async (t) => {
+    const held: Socket[] = [];
+    /** How many of mallory's connections were still open when alice's delivery reached the host. */
+    let heldWhenAliceArrived: number | undefined;
+    const server = createServer((socket) => {
+      socket.on('error', () => {});
+      socket.once('data', (chunk: Buffer) => {
+        // /slow never answers; anything else gets its 204 at once.
+        if (chunk.toString('latin1').startsWith('POST /slow')) return void held.push(socket);
+        heldWhenAliceArrived = held.filter((s) => !s.destroyed).length;
+        socket.end('HTTP/1.1 204 No Content\r\nconnection: close\r\n\r\n');
+      });
+    });
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    t.after(() => {
+      for (const socket of held) socket.destroy();
+      server.close();
+    });
+    const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    // Two connections per origin and subject: mallory's two hanging deliveries fill her share.
+    const sender = new WebhookSender({ allowPrivate: true, timeoutMs: 10_000, connectionsPerOrigin: 2 });
+    const hanging = Array.from({ length: 2 }, () =>
+      sender.send({ url: `${origin}/slow`, headers: {}, body: '{}', subject: 'mallory' }),
+    );
+    await eventually(async () => (held.length === 2 ? true : undefined), 'mallory’s two connections held');
+    const alice = await sender.send({ url: `${origin}/alice`, headers: {}, body: '{}', subject: 'alice' });
+    assert.deepEqual([alice.status, alice.error], [204, undefined]);
+    // Shared pools made alice's delivery wait for a connection of mallory's to end (their timeout).
+    assert.equal(heldWhenAliceArrived, 2, 'alice was sent beside mallory’s hanging connections, not after them');
+    for (const socket of held) socket.destroy();
+    await Promise.all(hanging);
+    await sender.close();
+  });
+});
