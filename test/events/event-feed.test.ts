@@ -577,6 +577,8 @@ describe('GET /events sees changes committed by another connection', () => {
     const all = await log(other);
     assert.equal(all.length, 3);
     await feeds[1]!.until('every event, from the other store', () => feeds[1]!.sse.messages.length >= 3);
+    // Each stream is fed on its own: alice's two may come a moment after root's three.
+    await feeds[0]!.until('alice’s events, from the other store', () => feeds[0]!.sse.messages.length >= 2);
     await closeAndDrain(h, feeds);
     assert.deepEqual(raws(feeds[0]!), [
       `id: ${all[0]!.id}\nevent: plant.created\ndata: {"id":9223372036854775807,"name":"from elsewhere"}\n\n`,
