@@ -55,12 +55,6 @@ export function routerFor(url: string, options: PostgresOptions = {}): HostRoute
   return router;
 }
 
-/** The URL of the first server, as node-postgres reads it (a routed connection then goes where its router says). */
-export const firstHostUrl = (url: string): string => {
-  const parsed = parsePostgresUrl(url);
-  return hostUrl(parsed, parsed.hosts[0]!);
-};
-
 export function createPool(
   url: string,
   options: PostgresOptions & { readonly asyncCommit?: boolean } = {},
