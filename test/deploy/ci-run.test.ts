@@ -1,6 +1,15 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
@@ -64,7 +73,7 @@ test('.ci/run installs with a policy-rc.d that forbids starting services, and pu
   const dir = mkdtempSync(join(tmpdir(), 'ci-run-'));
   try {
     const policy = join(dir, 'policy-rc.d');
-    const before = '#!/bin/sh\n# the machine\'s own\nexit 0\n';
+    const before = "#!/bin/sh\n# the machine's own\nexit 0\n";
     writeFileSync(policy, before, { mode: 0o750 });
     const run = runInstall(dir, policy, 0);
     assert.equal(run.status, 0, run.stdout);
