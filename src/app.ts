@@ -124,7 +124,10 @@ export async function buildApp({
         lag.stop();
         done();
       });
-      api.addHook('onRequest', lag.guard(config.maxEventLoopDelayMs));
+      api.addHook(
+        'onRequest',
+        lag.guard(config.maxEventLoopDelayMs, () => metrics.overloadRefused()),
+      );
     }
     api.addHook('onRequest', authenticateHook(authenticator, ticketDoor(tickets)));
     if (config.rateLimit) {

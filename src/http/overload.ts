@@ -36,11 +36,15 @@ export class EventLoopLag {
 
   /**
    * An onRequest hook: while the lag exceeds `maxMs`, a request is refused at once with 503 and
-   * Retry-After, rather than queued behind work whose latency has no bound.
+   * Retry-After, rather than queued behind work whose latency has no bound. `refused` is told of each
+   * (plant_store_overload_refusals_total: the status alone does not tell this 503 from a database's).
    */
-  guard(maxMs: number) {
-    return (_request: FastifyRequest, _reply: FastifyReply, done: HookHandlerDoneFunction): void =>
-      this.lagMs > maxMs ? done(new OverloadedError()) : done();
+  guard(maxMs: number, refused: () => void = () => {}) {
+    return (_request: FastifyRequest, _reply: FastifyReply, done: HookHandlerDoneFunction): void => {
+      if (this.lagMs <= maxMs) return done();
+      refused();
+      done(new OverloadedError());
+    };
   }
 
   stop(): void {

@@ -1,5 +1,5 @@
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
-import { Gauge, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import { bearerCredential } from '../auth/authenticate.js';
 import { hashToken, sameHash } from '../auth/token.js';
 import { HttpError } from '../errors.js';
@@ -59,6 +59,11 @@ export class Metrics {
   ]);
 
   private readonly events: EventSeries;
+  private readonly overloadRefusals = new Counter({
+    name: 'plant_store_overload_refusals_total',
+    help: 'API requests refused with 503 by the overload guard (the event loop lagged more than MAX_EVENT_LOOP_DELAY)',
+    registers: [],
+  });
 
   constructor(
     store: Pick<Store, 'countPlants' | 'isReady' | 'webhookBacklog' | 'databaseRoute'>,
@@ -67,6 +72,7 @@ export class Metrics {
     const registers = [this.registry];
     this.events = new EventSeries(this.registry, store, eventSide);
     const countPlants = reused(() => store.countPlants(), COUNT_TTL_MS);
+    this.registry.registerMetric(this.overloadRefusals);
     this.registry.registerMetric(
       this.requests.counter(
         'plant_store_http_requests_total',
@@ -131,6 +137,11 @@ export class Metrics {
   /** Called once per webhook delivery attempt of this process (by the dispatcher). */
   observeAttempt(result: AttemptResultKind, seconds: number): void {
     this.events.observeAttempt(result, seconds);
+  }
+
+  /** Called once per request the overload guard refuses (src/http/overload.ts). */
+  overloadRefused(): void {
+    this.overloadRefusals.inc();
   }
 
   /** Called once per answered request (by the request log). */

@@ -3,6 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { test } from 'node:test';
 import { READ_WRITE, makeApp } from '../helpers.js';
 import { eventually } from '../support/eventually.js';
+import { sample } from '../support/scrape.js';
 import { assertErrorBody } from './support.js';
 
 // Overload protection (src/http/overload.ts): while the event loop lags behind, API requests are
@@ -79,4 +80,24 @@ test('MAX_EVENT_LOOP_DELAY=off never refuses', async (t) => {
     await sleep(1);
     assert.equal((await h.call(token, { method: 'GET', url: '/plants' })).statusCode, 200);
   }
+});
+
+test('each request the guard refuses is counted in plant_store_overload_refusals_total', async (t) => {
+  const h = await makeApp({ maxEventLoopDelayMs: 20, pressureSampleMs: 50 });
+  t.after(() => h.close());
+  const token = await h.token('alice', READ_WRITE);
+  const refusals = async (): Promise<number | undefined> =>
+    sample((await h.app.inject({ method: 'GET', url: '/metrics' })).payload, 'plant_store_overload_refusals_total');
+  const list = () => h.call(token, { method: 'GET', url: '/plants' });
+  assert.equal(await calm(list), 200);
+  assert.equal(await refusals(), 0, 'there from 0');
+
+  let refused = 0;
+  for (let i = 0; i < 20 && refused < 2; i++) {
+    busy(200);
+    await sleep(1);
+    if ((await list()).statusCode === 503) refused += 1;
+  }
+  assert.ok(refused > 0, 'the API was refused under lag');
+  assert.equal(await refusals(), refused);
 });
