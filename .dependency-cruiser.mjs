@@ -55,6 +55,22 @@ export default {
       `^src/store/|${BASE}`,
       'store/ imports only base: the storage knows nothing of HTTP, of the features or of system/.',
     ),
+    {
+      name: 'store-engines-apart',
+      comment:
+        'An engine\'s folder never imports the other engine\'s: what both need lives beside them in store/ (docs/architecture.md, "Layout")',
+      severity: 'error',
+      from: { path: '^src/store/(sqlite|postgres)/' },
+      to: { path: '^src/store/(sqlite|postgres)/', pathNot: '^src/store/$1/' },
+    },
+    {
+      name: 'store-shared-knows-no-engine',
+      comment:
+        'store/\'s shared modules (the port, the batcher, …) import no engine; only open-store.ts chooses one (docs/architecture.md, "Layout")',
+      severity: 'error',
+      from: { path: '^src/store/[^/]+[.]ts$', pathNot: '^src/store/open-store[.]ts$' },
+      to: { path: '^src/store/(sqlite|postgres)/' },
+    },
     only('layer-auth', '^src/auth/', `^src/(auth|store)/|${BASE}`, 'auth/ imports store/ and base only.'),
     only(
       'layer-http',

@@ -23,20 +23,14 @@ import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import {
   RECEIVER,
-  type Server,
-  fmt,
-  int,
-  loadAverage,
-  median,
   nextPrefix,
-  onBenchPostgres,
   postScript,
   resetReceiver,
-  start,
   vacuumIfNoAutovacuum,
   waitForDeliveries,
   wrk,
 } from './events.js';
+import { type Server, fmt, int, loadAverage, median, onBenchPostgres, start } from './harness.js';
 
 const THIS = fileURLToPath(import.meta.url);
 const ROOT = fileURLToPath(new URL('..', import.meta.url));

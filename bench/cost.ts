@@ -29,7 +29,7 @@ import { cpus, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { PARTS } from '../src/knockouts.js';
-import { type Server, cpuMsOf, loadAverage, median, onBenchPostgres, start } from './events.js';
+import { type Server, cpuMsOf, loadAverage, median, onBenchPostgres, start } from './harness.js';
 import { wrk } from './wrk.js';
 
 const BIN = fileURLToPath(new URL('../bin/plant-store.js', import.meta.url));

@@ -22,7 +22,7 @@ import { Agent, request } from 'node:http';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { cpuMsOf } from './events.js';
+import { cpuMsOf } from './harness.js';
 
 const THIS = fileURLToPath(import.meta.url);
 const BIN = fileURLToPath(new URL('../bin/plant-store.js', import.meta.url));
@@ -217,7 +217,7 @@ export async function pagesScenario(engine: string, env: NodeJS.ProcessEnv): Pro
  * alternate; each reads the whole log in pages of LIMIT.
  */
 async function readAb(): Promise<void> {
-  const { openSqlite } = await import('../src/store/sqlite.js');
+  const { openSqlite } = await import('../src/store/sqlite/store.js');
   const { pageJson } = await import('../src/events/event-pages.js');
   const dir = mkdtempSync(join(tmpdir(), 'plant-store-bench-pages-ab-'));
   const store = openSqlite(join(dir, 'ab.db'));

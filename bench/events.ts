@@ -43,9 +43,9 @@
 // Server settings: WEBHOOK_ALLOW_PRIVATE=1 (the receiver is on 127.0.0.1), RATE_LIMIT=off.
 // On a PostgreSQL server with autovacuum off, VACUUM ANALYZE runs before each measured run, as
 // autovacuum would (the dead rows of one run's deliveries otherwise slow the next).
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { Agent, request as httpRequest } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import { cpus, tmpdir, totalmem } from 'node:os';
@@ -55,6 +55,19 @@ import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
 import pg from 'pg';
 import { pagesScenario } from './event-pages.js';
+import {
+  type Server,
+  children,
+  fmt,
+  int,
+  loadAverage,
+  median,
+  onBenchPostgres,
+  percentile,
+  rss,
+  sleep,
+  start,
+} from './harness.js';
 import { type WrkResult, wrk as wrkFor } from './wrk.js';
 
 const THIS = fileURLToPath(import.meta.url);
@@ -75,90 +88,6 @@ const STREAMS_PER_TOKEN = 5; // CONTRACT.md: at most 5 open streams per token
 const WARM_UP = 3; // seconds of unrecorded load after a server starts
 const DRAIN_MS = 120_000; // the longest wait for a run's deliveries to reach the receiver
 const SKIP = new Set((process.env.BENCH_SKIP ?? '').split(',').filter(Boolean));
-
-// Whatever this file started and is still running when the process ends, fails or is interrupted,
-// is stopped (bench.ts keeps its own children the same way).
-const children = new Set<ChildProcess>();
-process.once('exit', () => {
-  for (const child of children) child.kill('SIGKILL');
-});
-
-export const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
-/** CPU time (user + system) a process has used so far, in ms (/proc/<pid>/stat, clock ticks of 10 ms). */
-export const cpuMsOf = (pid: number): number => {
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-  return (Number(fields[11]) + Number(fields[12])) * 10;
-};
-export const loadAverage = (): string => readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
-const rss = (pid: number): number =>
-  Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) / 1024;
-
-/** The nearest-rank percentile (p in 0–100) of values, in their unit; NaN when there are none. */
-export function percentile(values: readonly number[], p: number): number {
-  if (values.length === 0) return Number.NaN;
-  const sorted = Float64Array.from(values).sort();
-  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))]!;
-}
-export const median = (values: number[]): number => percentile(values, 50);
-
-export interface Server {
-  readonly url: string;
-  readonly port: number;
-  readonly child: ChildProcess;
-  /** When the harness saw the ready line (Date.now()). */
-  readonly readyAt: number;
-  stop(): Promise<void>;
-}
-
-/** A child pinned to `cores` that logs to a file; ready when `ready` matches the log (its group 1 is the port). */
-export async function start(
-  dir: string,
-  command: string[],
-  env: NodeJS.ProcessEnv,
-  cores: string,
-  ready: RegExp,
-  timeoutMs = 60_000,
-): Promise<Server> {
-  const log = join(dir, `child-${children.size}-${Date.now()}.log`);
-  const fd = openSync(log, 'w');
-  const child = spawn('taskset', ['-c', cores, process.execPath, ...command], {
-    env: { ...process.env, ...env },
-    stdio: ['ignore', fd, 'inherit'],
-  });
-  closeSync(fd);
-  children.add(child);
-  child.once('exit', () => children.delete(child));
-  let exited: number | null | undefined;
-  child.once('exit', (code) => (exited = code));
-  const deadline = Date.now() + timeoutMs;
-  let port: number | undefined;
-  while (port === undefined) {
-    await sleep(20);
-    const out = readFileSync(log, 'utf8');
-    const m = ready.exec(out);
-    if (m) port = Number(m[1]);
-    else if (exited !== undefined) throw new Error(`${command.join(' ')} exited with ${exited}: ${out}`);
-    else if (Date.now() > deadline) {
-      child.kill('SIGKILL');
-      throw new Error(`${command.join(' ')} was not ready within ${timeoutMs} ms: ${out}`);
-    }
-  }
-  return {
-    url: `http://127.0.0.1:${port}`,
-    port,
-    child,
-    readyAt: Date.now(),
-    stop: async () => {
-      if (child.exitCode !== null || child.signalCode !== null) return;
-      const exited = once(child, 'exit');
-      child.kill('SIGTERM');
-      const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
-      await exited;
-      clearTimeout(timer);
-      rmSync(log, { force: true });
-    },
-  };
-}
 
 const SERVER_ENV = { PORT: '0', RATE_LIMIT: 'off', WEBHOOK_ALLOW_PRIVATE: '1' };
 const startService = (dir: string, env: NodeJS.ProcessEnv): Promise<Server> =>
@@ -241,11 +170,6 @@ export function postScript(dir: string, token: string, prefix: string): string {
 const runStamp = String(Math.floor(Date.now() / 1000) % 1_000_000).padStart(6, '0');
 let uses = 0;
 export const nextPrefix = (): string => `7${runStamp}${String(++uses).padStart(3, '0')}`;
-
-/** Infinity is a delivery or event that never arrived (within the wait); it counts in the percentiles as such. */
-export const fmt = (n: number, digits = 2): string =>
-  n === Infinity ? '∞ (not received)' : Number.isFinite(n) ? n.toFixed(digits) : '—';
-export const int = (n: number): string => (Number.isFinite(n) ? Math.round(n).toLocaleString('en-US') : '—');
 
 export interface EventResults {
   /** Rows of bench.ts's table: engine, scenario, then 7 cells. */
@@ -829,19 +753,6 @@ async function feedRole(a: FeedArgs): Promise<FeedResult> {
   agent.destroy();
   for (const socket of sockets) socket.destroy();
   return { opened: sockets.length, openMs, sent, answered, arrivals };
-}
-
-/** Runs `use` on BENCH_DATABASE_URL, or on a throwaway PostgreSQL server started for it and stopped after. */
-export async function onBenchPostgres<T>(use: (url: string) => Promise<T>): Promise<T> {
-  const given = process.env.BENCH_DATABASE_URL;
-  if (given) return use(given);
-  const { startThrowawayPostgres } = await import('../test/support/postgres.js');
-  const throwaway = await startThrowawayPostgres();
-  try {
-    return await use(throwaway.url);
-  } finally {
-    await throwaway.stop();
-  }
 }
 
 async function main(): Promise<void> {

@@ -43,7 +43,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import Database from 'better-sqlite3';
 import pg from 'pg';
-import { type Server, loadAverage, percentile, sleep, start } from './events.js';
+import { type Server, loadAverage, percentile, sleep, start } from './harness.js';
 
 const THIS = fileURLToPath(import.meta.url);
 const HERE = fileURLToPath(new URL('..', import.meta.url));

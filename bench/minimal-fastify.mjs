@@ -3,7 +3,7 @@
 // commit), and nothing else: one bearer token compared in constant time, no logging, metrics, ETag,
 // compression, CORS or OpenAPI, and no event log unless MINIMAL_EVENTS=1 (then each create and
 // delete also writes its events row, in the same transaction, as the service always does). With
-// MINIMAL_PAGE_CACHE=1 a list is read as the service's store reads it (src/store/sqlite-plants.ts):
+// MINIMAL_PAGE_CACHE=1 a list is read as the service's store reads it (src/store/sqlite/plants.ts):
 // from the pages it read before, kept until a write and checked against PRAGMA data_version, so a
 // GET in a steady state runs that pragma rather than the SELECT.
 // Started by bench/cost.ts beside the service and bench/bare-server.mjs; plain JavaScript, as the
@@ -25,8 +25,8 @@ const OWNER = 'bench';
 const INT64_MIN = -(2n ** 63n);
 const INT64_MAX = 2n ** 63n - 1n;
 
-// The connection as src/store/sqlite-connection.ts opens a server's, and the tables and indexes of
-// src/store/migrations/sqlite.ts that the three operations touch.
+// The connection as src/store/sqlite/connection.ts opens a server's, and the tables and indexes of
+// src/store/sqlite/migrations.ts that the three operations touch.
 const db = new Database(DATABASE_PATH);
 db.pragma('busy_timeout = 0'); // the server's: no statement waits inside SQLite (no other writer here)
 db.pragma('journal_mode = WAL');
@@ -55,7 +55,7 @@ db.exec(`
   CREATE INDEX IF NOT EXISTS events_owner_id ON events (owner, id);
 `);
 
-// The service's statements (src/store/sqlite-plants.ts, sqlite-event-log.ts), ids as bigints.
+// The service's statements (src/store/sqlite/plants.ts, sqlite/event-log.ts), ids as bigints.
 /** @param {string} sql */
 const q = (sql) => db.prepare(sql).safeIntegers(true);
 const sql = {
@@ -67,7 +67,7 @@ const sql = {
   dataVersion: db.prepare('PRAGMA data_version').pluck(),
 };
 
-// Group commit (src/store/group-commit.ts, without its wait for another connection's lock): the
+// Group commit (src/store/sqlite/group-commit.ts, without its wait for another connection's lock): the
 // writes of one event-loop turn share one transaction and one fsync, and each is answered only
 // after the COMMIT. As the service's plant writes, a batch runs in one savepoint; only when a write
 // throws is it rolled back and each write run again in a savepoint of its own, to fail alone.

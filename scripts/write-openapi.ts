@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { format, resolveConfig } from 'prettier';
 import { buildApp } from '../src/app.js';
 import { testConfig } from '../src/config.js';
-import { openSqlite } from '../src/store/sqlite.js';
+import { openSqlite } from '../src/store/sqlite/store.js';
 
 const FILE = fileURLToPath(new URL('../openapi.json', import.meta.url));
 

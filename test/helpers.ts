@@ -2,7 +2,7 @@ import type { FastifyInstance, InjectOptions, LightMyRequestResponse } from 'fas
 import { buildApp } from '../src/app.js';
 import { TokenService } from '../src/auth/token.service.js';
 import { type Config, testConfig } from '../src/config.js';
-import { openSqlite } from '../src/store/sqlite.js';
+import { openSqlite } from '../src/store/sqlite/store.js';
 import type { Store } from '../src/store/store.js';
 import { openScratchPostgres } from './support/postgres.js';
 

@@ -3,7 +3,7 @@ import { resolve } from 'node:path';
 import { loadConfig } from '../config.js';
 import { io } from './io.js';
 import { describeDatabase } from '../launch.js';
-import { BackupRefusedError, type BackupResult, backupSqlite } from '../store/sqlite-snapshot.js';
+import { BackupRefusedError, type BackupResult, backupSqlite } from '../store/sqlite/snapshot.js';
 import { Progress, formatCount } from '../transfer/progress.js';
 import { parseCommand } from './args.js';
 import { databaseLine } from './database.js';

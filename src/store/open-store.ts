@@ -1,8 +1,8 @@
 import type { DatabaseTarget } from '../config.js';
-import type { PostgresOptions } from './postgres-connection.js';
-import { openPostgres } from './postgres.js';
-import type { SqliteOptions } from './sqlite-connection.js';
-import { openSqlite } from './sqlite.js';
+import type { PostgresOptions } from './postgres/connection.js';
+import { openPostgres } from './postgres/store.js';
+import type { SqliteOptions } from './sqlite/connection.js';
+import { openSqlite } from './sqlite/store.js';
 import type { Store } from './store.js';
 
 export interface StoreOptions extends PostgresOptions {

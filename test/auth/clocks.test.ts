@@ -6,7 +6,7 @@ import type { Principal } from '../../src/auth/principal.js';
 const subjectOf = (answer: Principal | Refusal): string | undefined =>
   answer instanceof Refusal ? undefined : answer.subject;
 import { TokenService } from '../../src/auth/token.service.js';
-import { openSqlite } from '../../src/store/sqlite.js';
+import { openSqlite } from '../../src/store/sqlite/store.js';
 import type { Store } from '../../src/store/store.js';
 import { openScratchPostgres, stopSharedPostgres } from '../support/postgres.js';
 

@@ -7,7 +7,7 @@ const subjectOf = (answer: Principal | Refusal): string | undefined =>
   answer instanceof Refusal ? undefined : answer.subject;
 import { TokenService } from '../../src/auth/token.service.js';
 import { TOKEN_PREFIX, hashToken, mintToken, parseToken } from '../../src/auth/token.js';
-import { openSqlite } from '../../src/store/sqlite.js';
+import { openSqlite } from '../../src/store/sqlite/store.js';
 
 test('a minted token has the prefix, its id, and a checksum that parseToken accepts', () => {
   const { id, token } = mintToken();

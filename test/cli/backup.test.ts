@@ -4,8 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import Database from 'better-sqlite3';
-import { BackupRefusedError, backupSqlite } from '../../src/store/sqlite-snapshot.js';
-import { openSqlite } from '../../src/store/sqlite.js';
+import { BackupRefusedError, backupSqlite } from '../../src/store/sqlite/snapshot.js';
+import { openSqlite } from '../../src/store/sqlite/store.js';
 import { runCli, runCliWithin, startServer } from '../process.js';
 import { WriteLoad, allEvents, allPlants, instantsOf, missedWrites, seedId, seedPlants } from './snapshot-support.js';
 

@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
-import { openPostgres } from '../../src/store/postgres.js';
+import { openPostgres } from '../../src/store/postgres/store.js';
 import { type ServerProcess, runCli, startServer } from '../process.js';
 import { eventually } from '../support/eventually.js';
 import { freePort, scratchSchema, stopSharedPostgres } from '../support/postgres.js';

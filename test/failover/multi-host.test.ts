@@ -5,7 +5,7 @@ import { type TestContext, after, before, test } from 'node:test';
 import { buildApp } from '../../src/app.js';
 import { TokenService } from '../../src/auth/token.service.js';
 import { testConfig } from '../../src/config.js';
-import { type PostgresStore, openPostgres } from '../../src/store/postgres.js';
+import { type PostgresStore, openPostgres } from '../../src/store/postgres/store.js';
 import { callServer, runCli, startServer } from '../process.js';
 import { type ReplicaPair, startReplicaPair } from './replica-pair.js';
 

@@ -7,7 +7,7 @@ import { buildApp } from '../../src/app.js';
 import { TokenService } from '../../src/auth/token.service.js';
 import { testConfig } from '../../src/config.js';
 import { requestLine } from '../../src/http/request-log.js';
-import { openSqlite } from '../../src/store/sqlite.js';
+import { openSqlite } from '../../src/store/sqlite/store.js';
 import type { Store } from '../../src/store/store.js';
 import { READ_WRITE } from '../helpers.js';
 

@@ -2,15 +2,15 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, describe, test, type TestContext } from 'node:test';
 import pg from 'pg';
-import { EVENT_ORDER_LOCK } from '../../src/store/postgres-statements.js';
-import { openPostgres } from '../../src/store/postgres.js';
+import { EVENT_ORDER_LOCK } from '../../src/store/postgres/statements.js';
+import { openPostgres } from '../../src/store/postgres/store.js';
 import type { EventStore, PlantRecord, Store } from '../../src/store/store.js';
 import { eventually } from '../support/eventually.js';
 import { scratchSchema, stopSharedPostgres } from '../support/postgres.js';
 
 // Issue 14.1: on PostgreSQL a reader that resumes after event N never misses an event committed
 // later with a smaller id (CONTRACT.md, Events). A bigserial hands ids out before commit; the
-// store takes them under a transaction-level advisory lock (postgres-statements.ts, withEvents).
+// store takes them under a transaction-level advisory lock (postgres/statements.ts, withEvents).
 
 after(stopSharedPostgres);
 

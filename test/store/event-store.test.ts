@@ -5,9 +5,9 @@ import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import Database from 'better-sqlite3';
 import pg from 'pg';
-import { openPostgres } from '../../src/store/postgres.js';
-import { EVENT_ORDER_LOCK } from '../../src/store/postgres-statements.js';
-import { openSqlite } from '../../src/store/sqlite.js';
+import { openPostgres } from '../../src/store/postgres/store.js';
+import { EVENT_ORDER_LOCK } from '../../src/store/postgres/statements.js';
+import { openSqlite } from '../../src/store/sqlite/store.js';
 import {
   type AttemptOutcome,
   type ClaimedDelivery,

@@ -4,8 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import Database from 'better-sqlite3';
-import { GroupCommit } from '../../src/store/group-commit.js';
-import { openSqlite } from '../../src/store/sqlite.js';
+import { GroupCommit } from '../../src/store/sqlite/group-commit.js';
+import { openSqlite } from '../../src/store/sqlite/store.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'plant-store-group-'));
 after(() => rmSync(dir, { recursive: true, force: true }));

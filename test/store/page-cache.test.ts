@@ -3,8 +3,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
-import { PageCache } from '../../src/store/page-cache.js';
-import { openSqlite } from '../../src/store/sqlite.js';
+import { PageCache } from '../../src/store/sqlite/page-cache.js';
+import { openSqlite } from '../../src/store/sqlite/store.js';
 import type { PlantPage } from '../../src/store/store.js';
 
 // The SQLite store answers repeated list pages from a cache. These tests prove it is never stale:

@@ -3,7 +3,7 @@ import { after, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { isDeepStrictEqual } from 'node:util';
 import pg from 'pg';
-import { openPostgres } from '../../src/store/postgres.js';
+import { openPostgres } from '../../src/store/postgres/store.js';
 import { type PlantRecord, StoreUnavailableError } from '../../src/store/store.js';
 import { scratchSchema, stopSharedPostgres } from '../support/postgres.js';
 

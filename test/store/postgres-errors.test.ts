@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import pg from 'pg';
-import { classifyPostgresError } from '../../src/store/postgres-errors.js';
+import { classifyPostgresError } from '../../src/store/postgres/errors.js';
 import { StoreUnavailableError } from '../../src/store/store.js';
 
 const sqlError = (code: string): pg.DatabaseError => {

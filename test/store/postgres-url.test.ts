@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { ConfigError, loadConfig } from '../../src/config.js';
 import { databaseIdentity, describeDatabase } from '../../src/launch.js';
-import { fits } from '../../src/store/postgres-hosts.js';
+import { fits } from '../../src/store/postgres/hosts.js';
 import { PostgresUrlError, describePostgresUrl, hostUrl, parsePostgresUrl } from '../../src/wire/postgres-url.js';
 
 // Interface 1.3.0, "PostgreSQL with more than one server": DATABASE_URL in libpq's multi-host

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import pg from 'pg';
-import { postgresMigrations } from '../../src/store/migrations/postgres.js';
-import { openPostgres } from '../../src/store/postgres.js';
+import { postgresMigrations } from '../../src/store/postgres/migrations.js';
+import { openPostgres } from '../../src/store/postgres/store.js';
 import type { PlantRecord } from '../../src/store/store.js';
 import { openScratchPostgres, scratchSchema, stopSharedPostgres } from '../support/postgres.js';
 import { storeContract } from './store-contract.js';

@@ -4,8 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import Database from 'better-sqlite3';
-import { sqliteMigrations } from '../../src/store/migrations/sqlite.js';
-import { openSqlite } from '../../src/store/sqlite.js';
+import { sqliteMigrations } from '../../src/store/sqlite/migrations.js';
+import { openSqlite } from '../../src/store/sqlite/store.js';
 import { storeContract } from './store-contract.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'plant-store-sqlite-'));

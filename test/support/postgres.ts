@@ -5,10 +5,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { type LoadedEmbeddedPostgres, loadEmbeddedPostgres } from './embedded-postgres.js';
-import { createPool } from '../../src/store/postgres-connection.js';
-import { PostgresStore } from '../../src/store/postgres.js';
+import { createPool } from '../../src/store/postgres/connection.js';
+import { PostgresStore } from '../../src/store/postgres/store.js';
 import type { Store } from '../../src/store/store.js';
-import { postgresMigrations } from '../../src/store/migrations/postgres.js';
+import { postgresMigrations } from '../../src/store/postgres/migrations.js';
 
 /**
  * PostgreSQL for the tests, with no setup: TEST_DATABASE_URL when it is set (CI uses the server
@@ -207,7 +207,7 @@ const emptied: Scratch[] = [];
 /** The tables and indexes of a schema the migrations made, as the first one emptied had them. */
 let migratedShape: string | undefined;
 
-/** The rows the migrations put in an empty database (src/store/migrations/postgres.ts). */
+/** The rows the migrations put in an empty database (src/store/postgres/migrations.ts). */
 const SEED_ROWS = 'INSERT INTO event_horizon VALUES (1, 0); INSERT INTO delivery_cursor VALUES (1, 0);';
 
 /**

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { createdbCommand } from '../../src/store/postgres-connection.js';
+import { createdbCommand } from '../../src/store/postgres/connection.js';
 
 // The second walkthrough, point 4: the createdb command that a missing database's error names (the
 // e2e proof is test/e2e/startup-failure.test.ts).

@@ -1,9 +1,9 @@
 import type Database from 'better-sqlite3';
-import { createdPayload, deletedPayload } from './event-payload.js';
+import { createdPayload, deletedPayload } from '../event-payload.js';
 import { PageCache } from './page-cache.js';
-import type { SqliteEventLog } from './sqlite-event-log.js';
-import { snapshotPages } from './sqlite-snapshot.js';
-import { type BatchResult, type CreateResult, FIRST_ID, type PlantPage, type PlantRecord, samePlant } from './store.js';
+import type { SqliteEventLog } from './event-log.js';
+import { snapshotPages } from './snapshot.js';
+import { type BatchResult, type CreateResult, FIRST_ID, type PlantPage, type PlantRecord, samePlant } from '../store.js';
 
 // Plants on SQLite: each create and delete writes its event in the same transaction (the caller's
 // group commit, SqliteStore); pages are read through a cache that one check of data_version keeps
@@ -89,7 +89,7 @@ export class SqlitePlants {
   }
 
   /**
-   * A file is read on a connection of its own, in one read transaction (sqlite-snapshot.ts). An
+   * A file is read on a connection of its own, in one read transaction (sqlite/snapshot.ts). An
    * in-memory database has no second connection, and no other process writes it: it is read whole,
    * in one synchronous statement, which nothing can interleave with.
    */

@@ -1,8 +1,8 @@
 import type pg from 'pg';
-import { classifyPostgresError } from './postgres-errors.js';
-import { type PlantRow, toPlant } from './postgres-plants.js';
-import { STATEMENTS } from './postgres-statements.js';
-import { FIRST_ID, LAST_ID, type PlantRecord } from './store.js';
+import { classifyPostgresError } from './errors.js';
+import { type PlantRow, toPlant } from './plants.js';
+import { STATEMENTS } from './statements.js';
+import { FIRST_ID, LAST_ID, type PlantRecord } from '../store.js';
 
 // One snapshot of the plants on PostgreSQL, read page by page (`plant-store export`).
 

@@ -1,14 +1,14 @@
 import type Database from 'better-sqlite3';
-import { TurnBatch } from './batcher.js';
+import { TurnBatch } from '../batcher.js';
 import { GroupCommit, isBusy } from './group-commit.js';
-import { prepareBacklogStatements, readBacklog } from './sqlite-backlog.js';
-import { type SqliteOptions, type SqliteTracing, migrate, openConnection } from './sqlite-connection.js';
-import { SqliteDeliveries, prepareDeliveryStatements } from './sqlite-deliveries.js';
-import { SqliteEventLog, prepareLogStatements } from './sqlite-event-log.js';
-import { SqlitePlants, preparePlantStatements } from './sqlite-plants.js';
-import { SqliteTokens, prepareTokenStatements } from './sqlite-tokens.js';
-import { SqliteEventWatch } from './sqlite-watch.js';
-import { SqliteWebhooks, prepareWebhookStatements } from './sqlite-webhooks.js';
+import { prepareBacklogStatements, readBacklog } from './backlog.js';
+import { type SqliteOptions, type SqliteTracing, migrate, openConnection } from './connection.js';
+import { SqliteDeliveries, prepareDeliveryStatements } from './deliveries.js';
+import { SqliteEventLog, prepareLogStatements } from './event-log.js';
+import { SqlitePlants, preparePlantStatements } from './plants.js';
+import { SqliteTokens, prepareTokenStatements } from './tokens.js';
+import { SqliteEventWatch } from './watch.js';
+import { SqliteWebhooks, prepareWebhookStatements } from './webhooks.js';
 import {
   type BatchResult,
   type CreateResult,
@@ -35,7 +35,7 @@ import {
   type TokenRecord,
   ANY_SUBJECT,
   FAN_OUT_BATCH,
-} from './store.js';
+} from '../store.js';
 
 /**
  * A plant's create or delete keeps nothing outside the database but its cache of pages and a
@@ -209,7 +209,7 @@ export class SqliteStore implements Store {
     return this.writes.run(() => this.log.prune(retentionMs, batch));
   }
 
-  /** Calls `listener` when events may have committed (sqlite-watch.ts); answers the function that stops watching. */
+  /** Calls `listener` when events may have committed (sqlite/watch.ts); answers the function that stops watching. */
   watchEvents(listener: () => void, pollMs = 100): () => void {
     return this.watch.watch(listener, pollMs);
   }

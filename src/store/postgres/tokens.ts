@@ -1,9 +1,9 @@
 import type pg from 'pg';
-import { type STATEMENTS, runStatement } from './postgres-statements.js';
-import type { TicketRecord, TokenRecord } from './store.js';
+import { type STATEMENTS, runStatement } from './statements.js';
+import type { TicketRecord, TokenRecord } from '../store.js';
 
 // API tokens on PostgreSQL: stored with the hash of the secret (never the secret), found by their
-// public id, listed, revoked. Every time is the database's clock (issue 13; postgres-statements.ts).
+// public id, listed, revoked. Every time is the database's clock (issue 13; postgres/statements.ts).
 
 interface TokenRow {
   id: string;

@@ -5,7 +5,7 @@ import {
   type EventType,
   PING_TYPE,
   type WebhookRecord,
-} from './store.js';
+} from '../store.js';
 
 // Webhooks and deliveries as better-sqlite3 reads them (safeIntegers: every integer a bigint), and
 // the records the store answers with.

@@ -1,6 +1,6 @@
 import type pg from 'pg';
-import { classifyPostgresError } from './postgres-errors.js';
-import { routerOf, throughFailover } from './postgres-hosts.js';
+import { classifyPostgresError } from './errors.js';
+import { routerOf, throughFailover } from './hosts.js';
 import {
   type DeliveryRecord,
   type DeliveryType,
@@ -8,7 +8,7 @@ import {
   type EventType,
   PING_TYPE,
   type WebhookRecord,
-} from './store.js';
+} from '../store.js';
 
 // The event side's rows on PostgreSQL, as pg reads them (BIGINT as text), and the records the
 // store answers with.
@@ -20,7 +20,7 @@ export interface Row {
 /** One query on the pool, its failure classified (a 503 where a retry may cure it). */
 /**
  * The rows of one statement. With more than one server it is sent again through a failover when
- * it surely did not run, or (`repeatable`, a read) whatever happened (postgres-hosts.ts).
+ * it surely did not run, or (`repeatable`, a read) whatever happened (postgres/hosts.ts).
  */
 export async function queryRows(pool: pg.Pool, text: string, values: unknown[], repeatable = false): Promise<Row[]> {
   try {

@@ -1,11 +1,11 @@
 import pg from 'pg';
-import { inTransaction } from './postgres-errors.js';
-import { HostRouter, routeThrough } from './postgres-hosts.js';
-import { hostLabel, hostUrl, parsePostgresUrl } from '../wire/postgres-url.js';
-import { postgresMigrations } from './migrations/postgres.js';
+import { inTransaction } from './errors.js';
+import { HostRouter, routeThrough } from './hosts.js';
+import { hostLabel, hostUrl, parsePostgresUrl } from '../../wire/postgres-url.js';
+import { postgresMigrations } from './migrations.js';
 
 // The PostgreSQL pools: how each connects, how long a query may wait, what an idle connection's
-// failure does; and the schema they are brought to (migrations/postgres.ts).
+// failure does; and the schema they are brought to (postgres/migrations.ts).
 
 // Serialises migrations of every instance that starts at once (an arbitrary, fixed lock key).
 const MIGRATION_LOCK = 7_316_001;

@@ -1,5 +1,5 @@
 import type Database from 'better-sqlite3';
-import type { TicketRecord, TokenRecord } from './store.js';
+import type { TicketRecord, TokenRecord } from '../store.js';
 
 // API tokens on SQLite: stored with the hash of the secret (never the secret), found by their
 // public id, listed, revoked. Times are the issuing host's clock, as the caller gives them.

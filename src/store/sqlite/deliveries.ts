@@ -1,7 +1,7 @@
 import type Database from 'better-sqlite3';
-import { pingPayload } from './event-payload.js';
-import type { SqliteEventLog } from './sqlite-event-log.js';
-import { type DeliveryRow, num, toDelivery } from './sqlite-rows.js';
+import { pingPayload } from '../event-payload.js';
+import type { SqliteEventLog } from './event-log.js';
+import { type DeliveryRow, num, toDelivery } from './rows.js';
 import {
   type AttemptOutcome,
   type AttemptRecorded,
@@ -11,7 +11,7 @@ import {
   type DisabledReason,
   PING_TYPE,
   type SubjectShares,
-} from './store.js';
+} from '../store.js';
 
 // Deliveries on SQLite: made from the event log behind a cursor (fanOut), leased by the
 // dispatchers, their attempts recorded, listed and retried. Every statement runs synchronously on

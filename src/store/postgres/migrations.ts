@@ -1,4 +1,4 @@
-import type { Migration } from './migration.js';
+import type { Migration } from '../migration.js';
 
 // Append only: a migration that has shipped is never edited.
 export const postgresMigrations: readonly Migration[] = [
@@ -32,7 +32,7 @@ export const postgresMigrations: readonly Migration[] = [
     name: 'events, webhooks and deliveries',
     sql: `
       -- Event ids are taken while holding an advisory lock that the transaction keeps until it
-      -- commits (postgres-statements.ts), so events commit in id order: a bigserial alone hands out
+      -- commits (postgres/statements.ts), so events commit in id order: a bigserial alone hands out
       -- ids before commit, and a reader could pass an id whose transaction commits later.
       CREATE TABLE events (
         id         BIGSERIAL PRIMARY KEY,
@@ -86,7 +86,7 @@ export const postgresMigrations: readonly Migration[] = [
     version: 3,
     name: 'delivery cursor',
     sql: `
-      -- Deliveries are made from the event log behind a cursor (store/postgres-deliveries.ts, fanOut),
+      -- Deliveries are made from the event log behind a cursor (store/postgres/deliveries.ts, fanOut),
       -- not by each create: every event through fanned_through has its deliveries. Version 2 made
       -- them in the create's transaction, so every event committed so far has them already.
       CREATE TABLE delivery_cursor (one INTEGER PRIMARY KEY CHECK (one = 1), fanned_through BIGINT NOT NULL);

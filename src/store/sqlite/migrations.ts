@@ -1,4 +1,4 @@
-import type { Migration } from './migration.js';
+import type { Migration } from '../migration.js';
 
 // Append only: a migration that has shipped is never edited.
 export const sqliteMigrations: readonly Migration[] = [
@@ -86,7 +86,7 @@ export const sqliteMigrations: readonly Migration[] = [
     version: 3,
     name: 'delivery cursor',
     sql: `
-      -- Deliveries are made from the event log behind a cursor (store/sqlite-deliveries.ts, fanOut),
+      -- Deliveries are made from the event log behind a cursor (store/sqlite/deliveries.ts, fanOut),
       -- not by each create: every event through fanned_through has its deliveries. Version 2 made
       -- them in the create's transaction, so every event written so far has them already.
       CREATE TABLE delivery_cursor (one INTEGER PRIMARY KEY CHECK (one = 1), fanned_through INTEGER NOT NULL) STRICT;
@@ -132,7 +132,7 @@ export const sqliteMigrations: readonly Migration[] = [
     version: 5,
     name: 'no index on events.created_at',
     sql: `
-      -- The pruner walks the log in id order from its oldest event (store/sqlite-event-log.ts):
+      -- The pruner walks the log in id order from its oldest event (store/sqlite/event-log.ts):
       -- a create no longer updates this index (issue 26: the event row's share of a create).
       DROP INDEX IF EXISTS events_created_at;
     `,

@@ -1,7 +1,7 @@
 import type pg from 'pg';
-import { classifyPostgresError } from './postgres-errors.js';
-import { DB_NOW_MS } from './postgres-statements.js';
-import type { WebhookBacklog } from './store.js';
+import { classifyPostgresError } from './errors.js';
+import { DB_NOW_MS } from './statements.js';
+import type { WebhookBacklog } from '../store.js';
 
 // The metrics' read of the event side on PostgreSQL (store.ts, WebhookBacklog): one read-only
 // statement, one round trip, at most once per refresh per process (system/event-series.ts). Its
@@ -9,7 +9,7 @@ import type { WebhookBacklog } from './store.js';
 
 // The pending deliveries through the partial index deliveries_due, which holds them and nothing
 // else; the events behind the cursor as a range of the primary key from the cursor, owed only
-// while a webhook is active (postgres-deliveries.ts, fanOut). The LIMIT, far above any backlog, keeps
+// while a webhook is active (postgres/deliveries.ts, fanOut). The LIMIT, far above any backlog, keeps
 // that range one plain index scan: without it the planner, not knowing the cursor, plans a third
 // of the table and starts parallel workers, 10 ms even when the cursor is at the end (0.1 ms with
 // it). The oldest is the first made, read by its id; its age is on the database's clock, the one

@@ -1,8 +1,8 @@
 import type pg from 'pg';
-import { fanOutHoldingEvents } from './postgres-deliveries.js';
-import { inTransaction } from './postgres-errors.js';
-import { type Row, queryRows, toDelivery, toWebhook } from './postgres-rows.js';
-import { DB_NOW_MS } from './postgres-statements.js';
+import { fanOutHoldingEvents } from './deliveries.js';
+import { inTransaction } from './errors.js';
+import { type Row, queryRows, toDelivery, toWebhook } from './rows.js';
+import { DB_NOW_MS } from './statements.js';
 import {
   type Recovered,
   type AttemptCounts,
@@ -14,7 +14,7 @@ import {
   PING_TYPE,
   type WebhookPatch,
   type WebhookRecord,
-} from './store.js';
+} from '../store.js';
 
 // Webhooks on PostgreSQL: created, listed, deleted and enabled, and their management of interface
 // 1.2.0 (PATCH, secret rotation, ping, recover, the attempt log). Times are the database's clock,

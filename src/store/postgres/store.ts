@@ -1,16 +1,16 @@
 import pg from 'pg';
-import { DISPATCH_POOL_SIZE, type PostgresOptions, createPool, migrate, routerFor } from './postgres-connection.js';
-import type { HostRouter } from './postgres-hosts.js';
-import { hostLabel } from '../wire/postgres-url.js';
-import { readBacklog } from './postgres-backlog.js';
-import { PostgresDeliveries } from './postgres-deliveries.js';
-import { classifyPostgresError } from './postgres-errors.js';
-import { PostgresEventLog } from './postgres-event-log.js';
-import { PostgresPlants } from './postgres-plants.js';
-import { snapshotPages } from './postgres-snapshot.js';
-import { PostgresTokens } from './postgres-tokens.js';
-import { PostgresEventWatch } from './postgres-watch.js';
-import { PostgresWebhooks } from './postgres-webhooks.js';
+import { DISPATCH_POOL_SIZE, type PostgresOptions, createPool, migrate, routerFor } from './connection.js';
+import type { HostRouter } from './hosts.js';
+import { hostLabel } from '../../wire/postgres-url.js';
+import { readBacklog } from './backlog.js';
+import { PostgresDeliveries } from './deliveries.js';
+import { classifyPostgresError } from './errors.js';
+import { PostgresEventLog } from './event-log.js';
+import { PostgresPlants } from './plants.js';
+import { snapshotPages } from './snapshot.js';
+import { PostgresTokens } from './tokens.js';
+import { PostgresEventWatch } from './watch.js';
+import { PostgresWebhooks } from './webhooks.js';
 import {
   type AttemptCounts,
   type AttemptOutcome,
@@ -36,7 +36,7 @@ import {
   type WebhookBacklog,
   ANY_SUBJECT,
   FAN_OUT_BATCH,
-} from './store.js';
+} from '../store.js';
 
 // The PostgreSQL adapter of the Store port: the pools, and the modules of plants, tokens, the event
 // log, deliveries and webhooks that do the work on them.
@@ -66,7 +66,7 @@ export class PostgresStore implements Store {
   constructor(
     private readonly pool: pg.Pool,
     openDispatchPool?: () => pg.Pool,
-    /** Where a multi-host URL's connections go (postgres-hosts.ts); undefined for one server. */
+    /** Where a multi-host URL's connections go (postgres/hosts.ts); undefined for one server. */
     readonly router?: HostRouter,
   ) {
     this.plants = new PostgresPlants(pool);

@@ -1,12 +1,12 @@
 import type pg from 'pg';
-import { classifyPostgresError } from './postgres-errors.js';
-import { type Row, big, queryRows } from './postgres-rows.js';
-import { ANY_ACTIVE, DB_NOW_MS } from './postgres-statements.js';
-import type { EventRecord, EventRow, EventType } from './store.js';
+import { classifyPostgresError } from './errors.js';
+import { type Row, big, queryRows } from './rows.js';
+import { ANY_ACTIVE, DB_NOW_MS } from './statements.js';
+import type { EventRecord, EventRow, EventType } from '../store.js';
 
 // The event log on PostgreSQL: read by the change feed, pruned past retention (with the delivery
 // records of that age). Its events are written by the statements of the changes they record
-// (postgres-statements.ts, withEvents). Every time here is the database's clock (DB_NOW_MS).
+// (postgres/statements.ts, withEvents). Every time here is the database's clock (DB_NOW_MS).
 
 const NOW = DB_NOW_MS;
 

@@ -1,9 +1,9 @@
 import type pg from 'pg';
-import { Batcher } from './batcher.js';
-import { inTransaction } from './postgres-errors.js';
-import { pingPayload } from './event-payload.js';
-import { type Row, big, optional, queryRows, toDelivery } from './postgres-rows.js';
-import { ANY_ACTIVE, DB_NOW_MS, EVENT_ORDER_LOCK } from './postgres-statements.js';
+import { Batcher } from '../batcher.js';
+import { inTransaction } from './errors.js';
+import { pingPayload } from '../event-payload.js';
+import { type Row, big, optional, queryRows, toDelivery } from './rows.js';
+import { ANY_ACTIVE, DB_NOW_MS, EVENT_ORDER_LOCK } from './statements.js';
 import {
   type AttemptOutcome,
   type AttemptRecorded,
@@ -14,7 +14,7 @@ import {
   PING_TYPE,
   type SubjectShares,
   storableText,
-} from './store.js';
+} from '../store.js';
 
 // Deliveries on PostgreSQL: made from the event log behind a cursor (fanOut), leased by the
 // dispatchers, their attempts recorded, listed and retried. Every time here is the database's
@@ -32,7 +32,7 @@ const MAKE_DELIVERIES = `INSERT INTO deliveries (webhook_id, event_id, type, sta
 const SQL = {
   // A dispatcher's look: the deliveries of up to $1 events after the cursor, the cursor moved past
   // them, in one statement that holds the cursor's row. Event ids commit in id order (the advisory
-  // lock of postgres-statements.ts), so no event can still commit behind it. (A scalar subquery, so
+  // lock of postgres/statements.ts), so no event can still commit behind it. (A scalar subquery, so
   // the events are an index range from the cursor, never a scan from the first.) Another instance
   // fanning out already holds the row: SKIP LOCKED leaves it the work instead of waiting. With no
   // active webhook nothing is owed and nothing is written.

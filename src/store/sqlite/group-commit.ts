@@ -1,6 +1,6 @@
 import type Database from 'better-sqlite3';
-import { knockedOut } from '../knockouts.js';
-import { StoreUnavailableError } from './store.js';
+import { knockedOut } from '../../knockouts.js';
+import { StoreUnavailableError } from '../store.js';
 
 const GROUP_COMMIT_OFF = knockedOut('group-commit');
 

@@ -1,10 +1,10 @@
 import type pg from 'pg';
-import { Batcher, Coalescer, failed } from './batcher.js';
-import { CONNECT_TIMEOUT_MS } from './postgres-connection.js';
-import { classifyPostgresError, inTransaction } from './postgres-errors.js';
-import { routerOf, throughFailover } from './postgres-hosts.js';
-import { STATEMENTS, runStatement } from './postgres-statements.js';
-import { createdPayload } from './event-payload.js';
+import { Batcher, Coalescer, failed } from '../batcher.js';
+import { CONNECT_TIMEOUT_MS } from './connection.js';
+import { classifyPostgresError, inTransaction } from './errors.js';
+import { routerOf, throughFailover } from './hosts.js';
+import { STATEMENTS, runStatement } from './statements.js';
+import { createdPayload } from '../event-payload.js';
 import {
   type BatchResult,
   type CreateResult,
@@ -12,10 +12,10 @@ import {
   type PlantRecord,
   StoreUnavailableError,
   samePlant,
-} from './store.js';
+} from '../store.js';
 
 // Plants on PostgreSQL: creates and deletes that wait together become one statement each (one
-// round trip, one commit), each with its events (postgres-statements.ts); reads of one page share
+// round trip, one commit), each with its events (postgres/statements.ts); reads of one page share
 // a query; imports come in batches of one transaction.
 
 export interface PlantRow {
@@ -218,7 +218,7 @@ export class PostgresPlants {
 
   /**
    * One statement for a batch of deletes, as for creates: events commit in id order under one lock
-   * (postgres-statements.ts), so deletes sent one by one would each wait for the others' commits.
+   * (postgres/statements.ts), so deletes sent one by one would each wait for the others' commits.
    * The first delete of each id is offered; a later one of the same id goes in the next statement,
    * and so sees the first one's outcome, as it would have one after the other.
    */

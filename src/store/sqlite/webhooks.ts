@@ -1,6 +1,6 @@
 import type Database from 'better-sqlite3';
-import type { SqliteDeliveries } from './sqlite-deliveries.js';
-import { type DeliveryRow, type WebhookRow, toDelivery, toWebhook } from './sqlite-rows.js';
+import type { SqliteDeliveries } from './deliveries.js';
+import { type DeliveryRow, type WebhookRow, toDelivery, toWebhook } from './rows.js';
 import {
   type Recovered,
   type AttemptCounts,
@@ -12,7 +12,7 @@ import {
   PING_TYPE,
   type WebhookPatch,
   type WebhookRecord,
-} from './store.js';
+} from '../store.js';
 
 // Webhooks on SQLite: created, listed, deleted and enabled, and their management of interface
 // 1.2.0 (PATCH, secret rotation, ping, recover, the attempt log). Each method runs inside the

@@ -1,5 +1,5 @@
 import type Database from 'better-sqlite3';
-import type { SqliteTracing } from './sqlite-connection.js';
+import type { SqliteTracing } from './connection.js';
 
 /**
  * How a SQLite store tells its watchers (the change feed, the dispatcher) that events may have

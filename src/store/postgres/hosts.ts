@@ -1,5 +1,5 @@
 import pg from 'pg';
-import { type PostgresHost, type PostgresUrl, type SessionAttrs, hostLabel, hostUrl } from '../wire/postgres-url.js';
+import { type PostgresHost, type PostgresUrl, type SessionAttrs, hostLabel, hostUrl } from '../../wire/postgres-url.js';
 
 // Which server of a multi-host DATABASE_URL a new connection goes to (interface 1.3.0). node-postgres
 // connects to one host (brianc/node-postgres#1470), so a pool of this service is given a Client
@@ -178,7 +178,7 @@ export class HostRouter {
 
 const routers = new WeakMap<pg.Pool, HostRouter>();
 
-/** Records that `pool`'s connections go through `router` (postgres-connection.ts, createPool). */
+/** Records that `pool`'s connections go through `router` (postgres/connection.ts, createPool). */
 export function routeThrough(pool: pg.Pool, router: HostRouter): void {
   routers.set(pool, router);
 }

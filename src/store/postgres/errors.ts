@@ -1,6 +1,6 @@
 import pg from 'pg';
-import { NoServerError, failoverFate, routerOf, serverGone, throughFailover } from './postgres-hosts.js';
-import { StoreUnavailableError } from './store.js';
+import { NoServerError, failoverFate, routerOf, serverGone, throughFailover } from './hosts.js';
+import { StoreUnavailableError } from '../store.js';
 
 // SQLSTATEs that mean "the database cannot serve this now; the same request may succeed later":
 // class 08 connection exception (but not 08P01, a protocol violation: a bug of ours), class 53
@@ -18,7 +18,7 @@ const NETWORK = new Set([
   'ENOTFOUND',
   'EHOSTUNREACH',
   'EAI_AGAIN',
-  'ENOSERVER', // no server of a multi-host URL is what it asks (postgres-hosts.ts)
+  'ENOSERVER', // no server of a multi-host URL is what it asks (postgres/hosts.ts)
 ]);
 
 /** A database error that a retry may cure becomes StoreUnavailableError (a 503); anything else stays as it is. */

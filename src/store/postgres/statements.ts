@@ -1,6 +1,6 @@
 import type pg from 'pg';
-import { classifyPostgresError } from './postgres-errors.js';
-import { routerOf, throughFailover } from './postgres-hosts.js';
+import { classifyPostgresError } from './errors.js';
+import { routerOf, throughFailover } from './hosts.js';
 
 // The SQL of the PostgreSQL adapter: every statement is named and prepared once per connection.
 
@@ -35,7 +35,7 @@ function list(columns: string[]): string {
  * after the change itself (its row locks), only when there is an event to write, and is held just
  * for the event inserts and the commit. The NOTIFY goes out at the commit, to wake dispatchers and
  * change feeds on every instance. Deliveries are not made here but by the dispatchers, from the
- * log behind a cursor (postgres-deliveries.ts, fanOut): a create costs one event row whatever the webhooks.
+ * log behind a cursor (postgres/deliveries.ts, fanOut): a create costs one event row whatever the webhooks.
  */
 function withEvents(change: string, type: string): string {
   return `WITH ${change},
@@ -115,7 +115,7 @@ const REPEATABLE: ReadonlySet<keyof typeof STATEMENTS> = new Set([
 
 /**
  * One named, prepared statement: parsed once per connection. With more than one server, sent
- * again through a failover (postgres-hosts.ts) while that is safe, for up to DATABASE_FAILOVER_WAIT.
+ * again through a failover (postgres/hosts.ts) while that is safe, for up to DATABASE_FAILOVER_WAIT.
  */
 export async function runStatement<R extends pg.QueryResultRow>(
   pool: pg.Pool,

@@ -1,8 +1,8 @@
 import type pg from 'pg';
-import { EVENT_CHANNEL } from './postgres-statements.js';
+import { EVENT_CHANNEL } from './statements.js';
 
 // How a PostgreSQL store tells its watchers (the change feed, the dispatcher) that events may have
-// committed, on any instance: the NOTIFY each change's statement sends (postgres-statements.ts),
+// committed, on any instance: the NOTIFY each change's statement sends (postgres/statements.ts),
 // heard on a connection of its own while anyone watches.
 
 /** LISTEN/NOTIFY on a connection of its own, opened while anyone watches: commits of every instance. */

@@ -2,7 +2,7 @@ import { closeSync, existsSync, fsyncSync, linkSync, openSync, renameSync, rmSyn
 import { dirname, resolve } from 'node:path';
 import Database from 'better-sqlite3';
 import { FolderError, makeFolder } from './folder.js';
-import { FIRST_ID, LAST_ID, type PlantRecord } from './store.js';
+import { FIRST_ID, LAST_ID, type PlantRecord } from '../store.js';
 
 // One snapshot of a SQLite file, read page by page (`plant-store export`) or copied whole
 // (`plant-store backup`), on a read-only connection of its own. The store's own connection serves

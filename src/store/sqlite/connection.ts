@@ -1,10 +1,10 @@
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import { makeFolder } from './folder.js';
-import { sqliteMigrations } from './migrations/sqlite.js';
+import { sqliteMigrations } from './migrations.js';
 
 // The SQLite connection: opened with the durability the contract needs and the way its statements
-// wait for locks, and brought up to the schema (migrations/sqlite.ts).
+// wait for locks, and brought up to the schema (sqlite/migrations.ts).
 
 export interface SqliteOptions {
   /**
