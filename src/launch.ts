@@ -84,6 +84,19 @@ export function restartOnlyChanges(started: Config, next: Config): string[] {
   return changed;
 }
 
+/** RATE_LIMIT as docs/settings.md spells it (`600/1m`, `20/30s`, `off`), in the window's largest whole unit. */
+export function rateLimitText(rateLimit: Config['rateLimit']): string {
+  if (rateLimit === null) return 'off';
+  const units: ReadonlyArray<readonly [string, number]> = [
+    ['d', 86_400_000],
+    ['h', 3_600_000],
+    ['m', 60_000],
+    ['s', 1000],
+  ];
+  const [unit, ms] = units.find(([, size]) => rateLimit.windowMs % size === 0) ?? ['ms', 1];
+  return `${rateLimit.max}/${rateLimit.windowMs / ms}${unit}`;
+}
+
 /**
  * The start-up line's fields: what an operator checks first (never a secret). `port`: the port
  * bound, when known (PORT=0 asks the kernel for any free one).
@@ -102,7 +115,7 @@ export function settingsSummary(config: Config, port = config.port): Record<stri
     engine: config.database.engine,
     database: describeDatabase(config.database),
     redis,
-    rateLimit: config.rateLimit === null ? 'off' : `${config.rateLimit.max}/${config.rateLimit.windowMs / 1000}s`,
+    rateLimit: rateLimitText(config.rateLimit),
     workers: config.workers,
     webhookDelivery: config.events.delivery ? 'on' : 'off',
     // WEBHOOK_ALLOW_PRIVATE=1 is for development: a server started with it says so (issue 33).
