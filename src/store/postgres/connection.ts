@@ -1,5 +1,5 @@
 import pg from 'pg';
-import { inTransaction } from './errors.js';
+import { inTransaction } from './transaction.js';
 import { HostRouter, routeThrough } from './hosts.js';
 import { hostLabel, hostUrl, parsePostgresUrl } from '../../wire/postgres-url.js';
 import { postgresMigrations } from './migrations.js';

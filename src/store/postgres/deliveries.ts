@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import { Batcher } from '../batcher.js';
-import { inTransaction } from './errors.js';
+import { inTransaction } from './transaction.js';
 import { pingPayload } from '../event-payload.js';
 import { type Row, big, optional, queryRows, toDelivery } from './rows.js';
 import { ANY_ACTIVE, DB_NOW_MS, EVENT_ORDER_LOCK } from './statements.js';

@@ -1,5 +1,4 @@
 import pg from 'pg';
-import { NoServerError, failoverFate, routerOf, serverGone, throughFailover } from './hosts.js';
 import { StoreUnavailableError } from '../store.js';
 
 // SQLSTATEs that mean "the database cannot serve this now; the same request may succeed later":
@@ -34,42 +33,46 @@ export function classifyPostgresError(error: unknown): unknown {
   return error;
 }
 
-/**
- * Runs `work` in a transaction on a connection of its own; a failure rolls back and is classified.
- * With more than one server, a transaction that failed for a failover before its COMMIT was sent
- * (nothing of it can have committed) runs again on the new primary, for up to DATABASE_FAILOVER_WAIT.
- */
-export async function inTransaction<T>(pool: pg.Pool, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
-  try {
-    return await throughFailover(routerOf(pool), false, () => transactionOnce(pool, work));
-  } catch (error) {
-    throw classifyPostgresError(error instanceof CommitUnknown ? error.cause : error);
-  }
+/** No server of the list is what the URL asks, or none answered: retryable (a 503 once the wait is over). */
+export class NoServerError extends Error {
+  override name = 'NoServerError';
+  readonly code = 'ENOSERVER';
 }
 
-/** A failure while COMMIT was on its way: the transaction may have committed, so it is not run again. */
-class CommitUnknown extends Error {}
+/** SQLSTATEs after which the server in use is not the one to write to any more. */
+const SERVER_GONE = /^(25006|57P0[123]|08)/;
 
-async function transactionOnce<T>(pool: pg.Pool, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
-  const client = await pool.connect();
-  let broken: Error | undefined;
-  let committing = false;
-  try {
-    await client.query('BEGIN');
-    const result = await work(client);
-    committing = true;
-    await client.query('COMMIT');
-    return result;
-  } catch (error) {
-    // A connection whose server went away or turned standby is dropped, not pooled again.
-    if (serverGone(error)) broken = error as Error;
-    else await client.query('ROLLBACK').catch(() => {});
-    // Before COMMIT, a connection that went down took the whole transaction with it: the same as
-    // not run. At COMMIT, nobody knows: the caller gets the failure (a 503) instead of a second run.
-    if (!committing && failoverFate(error) === 'unknown')
-      throw new NoServerError((error as Error).message, { cause: error });
-    throw committing ? new CommitUnknown('commit outcome unknown', { cause: error }) : error;
-  } finally {
-    client.release(broken);
+/** Whether `error` says the connection's server went away or turned standby: the router should look again. */
+export function serverGone(error: unknown): boolean {
+  if (error instanceof pg.DatabaseError) return SERVER_GONE.test(error.code ?? '');
+  if (!(error instanceof Error)) return false;
+  const code = (error as NodeJS.ErrnoException).code;
+  return (
+    code === 'ECONNREFUSED' ||
+    code === 'ECONNRESET' ||
+    code === 'EPIPE' ||
+    code === 'ETIMEDOUT' ||
+    code === 'ENOSERVER' ||
+    /Connection terminated|timeout expired|Query read timeout/.test(error.message)
+  );
+}
+
+/**
+ * What a failure of a statement says of its fate, with a failover in mind: `not-run` when the
+ * server never ran it (no connection was made, or a standby refused the write: 25006), so that it
+ * is safe to send again; `unknown` when the connection went down while it ran (a reset, a shutdown
+ * that terminated it), so that only a statement whose repetition changes nothing may be sent
+ * again; undefined for every other failure, which a retry does not cure.
+ */
+export function failoverFate(error: unknown): 'not-run' | 'unknown' | undefined {
+  if (error instanceof pg.DatabaseError) {
+    if (error.code === '25006' || error.code === '57P03') return 'not-run';
+    return /^(57P0[12]|08)/.test(error.code ?? '') ? 'unknown' : undefined;
   }
+  if (!(error instanceof Error)) return undefined;
+  const code = (error as NodeJS.ErrnoException).code;
+  if (code === 'ENOSERVER' || code === 'ECONNREFUSED') return 'not-run';
+  if (/timeout exceeded when trying to connect|due to connection timeout/.test(error.message)) return 'not-run';
+  if (code === 'ECONNRESET' || code === 'EPIPE' || code === 'ETIMEDOUT') return 'unknown';
+  return /Connection terminated|Query read timeout/.test(error.message) ? 'unknown' : undefined;
 }

@@ -1,5 +1,6 @@
 import pg from 'pg';
 import { type PostgresHost, type PostgresUrl, type SessionAttrs, hostLabel, hostUrl } from '../../wire/postgres-url.js';
+import { NoServerError, failoverFate, serverGone } from './errors.js';
 
 // Which server of a multi-host DATABASE_URL a new connection goes to (interface 1.3.0). node-postgres
 // connects to one host (brianc/node-postgres#1470), so a pool of this service is given a Client
@@ -39,12 +40,6 @@ const ROLE_QUERY =
 async function roleOf(client: pg.Client): Promise<Role> {
   const row = (await client.query<{ in_recovery: boolean; read_only: boolean }>(ROLE_QUERY)).rows[0]!;
   return { inRecovery: row.in_recovery, readOnly: row.read_only };
-}
-
-/** No server of the list is what the URL asks, or none answered: retryable (a 503 once the wait is over). */
-export class NoServerError extends Error {
-  override name = 'NoServerError';
-  readonly code = 'ENOSERVER';
 }
 
 export interface RouterEvents {
@@ -267,44 +262,6 @@ export function routedClient(router: HostRouter): typeof pg.Client {
     return answer;
   } as typeof query;
   return RoutedClient;
-}
-
-/** SQLSTATEs after which the server in use is not the one to write to any more. */
-const SERVER_GONE = /^(25006|57P0[123]|08)/;
-
-/** Whether `error` says the connection's server went away or turned standby: the router should look again. */
-export function serverGone(error: unknown): boolean {
-  if (error instanceof pg.DatabaseError) return SERVER_GONE.test(error.code ?? '');
-  if (!(error instanceof Error)) return false;
-  const code = (error as NodeJS.ErrnoException).code;
-  return (
-    code === 'ECONNREFUSED' ||
-    code === 'ECONNRESET' ||
-    code === 'EPIPE' ||
-    code === 'ETIMEDOUT' ||
-    code === 'ENOSERVER' ||
-    /Connection terminated|timeout expired|Query read timeout/.test(error.message)
-  );
-}
-
-/**
- * What a failure of a statement says of its fate, with a failover in mind: `not-run` when the
- * server never ran it (no connection was made, or a standby refused the write: 25006), so that it
- * is safe to send again; `unknown` when the connection went down while it ran (a reset, a shutdown
- * that terminated it), so that only a statement whose repetition changes nothing may be sent
- * again; undefined for every other failure, which a retry does not cure.
- */
-export function failoverFate(error: unknown): 'not-run' | 'unknown' | undefined {
-  if (error instanceof pg.DatabaseError) {
-    if (error.code === '25006' || error.code === '57P03') return 'not-run';
-    return /^(57P0[12]|08)/.test(error.code ?? '') ? 'unknown' : undefined;
-  }
-  if (!(error instanceof Error)) return undefined;
-  const code = (error as NodeJS.ErrnoException).code;
-  if (code === 'ENOSERVER' || code === 'ECONNREFUSED') return 'not-run';
-  if (/timeout exceeded when trying to connect|due to connection timeout/.test(error.message)) return 'not-run';
-  if (code === 'ECONNRESET' || code === 'EPIPE' || code === 'ETIMEDOUT') return 'unknown';
-  return /Connection terminated|Query read timeout/.test(error.message) ? 'unknown' : undefined;
 }
 
 /**

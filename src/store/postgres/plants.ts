@@ -1,7 +1,8 @@
 import type pg from 'pg';
 import { Batcher, Coalescer, failed } from '../batcher.js';
 import { CONNECT_TIMEOUT_MS } from './connection.js';
-import { classifyPostgresError, inTransaction } from './errors.js';
+import { classifyPostgresError } from './errors.js';
+import { inTransaction } from './transaction.js';
 import { routerOf, throughFailover } from './hosts.js';
 import { STATEMENTS, runStatement } from './statements.js';
 import { createdPayload } from '../event-payload.js';

@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import { fanOutHoldingEvents } from './deliveries.js';
-import { inTransaction } from './errors.js';
+import { inTransaction } from './transaction.js';
 import { type Row, queryRows, toDelivery, toWebhook } from './rows.js';
 import { DB_NOW_MS } from './statements.js';
 import {
