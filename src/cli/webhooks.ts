@@ -159,7 +159,7 @@ export async function webhooksCommand(sub: string | undefined, args: string[], w
           const rows = found.map((d) => [
             String(d.id),
             d.type,
-            String(d.eventId),
+            d.eventId === null ? '-' : String(d.eventId), // a ping has no event (/portal shows —)
             d.status,
             String(d.attempts),
             d.lastStatus === null ? '-' : String(d.lastStatus),
