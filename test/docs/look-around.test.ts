@@ -22,14 +22,15 @@ import { BIN, runCli } from '../process.js';
 import { eventually } from '../support/eventually.js';
 import { freePort } from '../support/postgres.js';
 
-// "Look around a backup" (docs/operations.md), run as printed: the two lines after
-// `<!-- look-around -->`, by bash, in a folder holding backups/plant-store-2026-05-01.db, with
+// "Look around a backup" (docs/operations.md), run as printed: the lines after
+// `<!-- look-around -->`, by bash, in a folder holding two backups (the newest is looked at), with
 // `npx plant-store` installed there (node_modules/.bin). The backup holds a webhook with pending
 // deliveries (a ping, and imported plants' events not yet made into deliveries) to a receiver that
 // listens on 127.0.0.1 (so WEBHOOK_ALLOW_PRIVATE=1: a sending server could reach it, as it would
 // reach real receivers). The second server serves the backup's data; nothing reaches the receiver,
 // and the backup's bytes do not change, with no -wal or -shm beside it. The changes made to the
-// text: the copy's folder (/tmp/ in the doc) and the port.
+// text: the port (the copy's folder is mktemp's, under the TMPDIR the test gives it). Issue 35,
+// point 5: the lines named a fixed date's backup and a fixed path in the shared /tmp.
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const DOC = readFileSync(join(ROOT, 'docs/operations.md'), 'utf8');
@@ -64,7 +65,9 @@ test(
     const m = /<!-- look-around -->\n+```sh\n([\s\S]*?)\n```/.exec(DOC);
     assert.ok(m, 'docs/operations.md marks the look-around lines: <!-- look-around --> before a ```sh block');
     const printed = m[1]!;
-    assert.ok(printed.includes(BACKUP), `the lines open ${BACKUP}`);
+    assert.ok(printed.includes('backups/plant-store-'), 'the lines open a backup of backups/');
+    assert.doesNotMatch(printed, /\d{4}-\d{2}-\d{2}/, 'no fixed date: the newest backup, whatever day it is');
+    assert.doesNotMatch(printed, /\/tmp\//, 'no fixed path in the shared /tmp');
     assert.ok(printed.includes('PORT=8081'));
 
     receiver.listen(0, '127.0.0.1');
@@ -87,6 +90,7 @@ test(
     };
     writeFileSync(join(dir, 'plants.ndjson'), '{"id":9007199254740993,"owner":"alice","name":"Monstera"}\n');
     await cli(['import', 'plants.ndjson']);
+    await cli(['backup', 'backups/plant-store-2026-04-30.db']); // an older one, without the ping
     await cli(['webhooks', 'ping', hook.id]);
     await cli(['backup', BACKUP]);
     const before = digest(join(dir, BACKUP));
@@ -95,9 +99,9 @@ test(
     mkdirSync(join(dir, 'node_modules/.bin'), { recursive: true });
     symlinkSync(BIN, join(dir, 'node_modules/.bin/plant-store'));
     const port = await freePort();
-    const copy = join(dir, 'tmp', 'look-around.db');
-    mkdirSync(join(dir, 'tmp'));
-    const script = printed.replaceAll('/tmp/look-around.db', copy).replace('PORT=8081', `PORT=${port}`);
+    const tmp = join(dir, 'tmp');
+    mkdirSync(tmp);
+    const script = printed.replace('PORT=8081', `PORT=${port}`);
     let out = '';
     let errors = '';
     second = spawn('bash', ['-c', `set -eu\n${script}`], {
@@ -108,6 +112,7 @@ test(
           Object.entries(process.env).filter(([name]) => !/^npm_/i.test(name) && name !== 'NODE_OPTIONS'),
         ),
         WEBHOOK_ALLOW_PRIVATE: '1',
+        TMPDIR: tmp,
         npm_config_offline: 'true',
         npm_config_update_notifier: 'false',
       },
@@ -141,15 +146,17 @@ test(
       deliveries.some((d) => d.type === 'webhook.ping' && d.status === 'pending' && d.attempts === 0),
       JSON.stringify(deliveries),
     );
-    // It has the copy open, not the backup.
-    assert.ok(existsSync(`${copy}-wal`), 'the server opened the copy');
-    assert.deepEqual(readdirSync(join(dir, 'backups')), ['plant-store-2026-05-01.db']);
+    // It has the copy open, in a folder of its own, not the backup.
+    const folders = readdirSync(tmp);
+    assert.equal(folders.length, 1, 'mktemp -d made one folder');
+    assert.ok(existsSync(join(tmp, folders[0]!, 'look-around.db-wal')), 'the server opened the copy');
+    assert.deepEqual(readdirSync(join(dir, 'backups')), ['plant-store-2026-04-30.db', 'plant-store-2026-05-01.db']);
 
     const exited = once(second, 'exit');
     process.kill(-second.pid!, 'SIGTERM');
     await exited;
     assert.deepEqual(received, [], 'nothing was delivered');
     assert.equal(digest(join(dir, BACKUP)), before, 'the backup is unchanged');
-    assert.deepEqual(readdirSync(join(dir, 'backups')), ['plant-store-2026-05-01.db']);
+    assert.deepEqual(readdirSync(join(dir, 'backups')), ['plant-store-2026-04-30.db', 'plant-store-2026-05-01.db']);
   },
 );
