@@ -1,4 +1,4 @@
-import { h } from './dom.js';
+import { NONE, cell, h } from './dom.js';
 import type { Page } from './page.js';
 import type { Attempt, Webhook } from './shapes.js';
 import { httpStatusWords, localTime } from './words.js';
@@ -72,15 +72,14 @@ export class AttemptsView {
     return h(
       'tr',
       {},
-      h('td', {}, attempt.attempt),
-      h('td', {}, localTime(attempt.at)),
-      h('td', {}, httpStatusWords(attempt.status)),
-      h('td', {}, `${attempt.durationMs} ms`),
-      h('td', {}, attempt.error ?? '—'),
-      h(
-        'td',
-        {},
-        attempt.response === null ? '—' : h('pre', {}, attempt.response === '' ? '(empty)' : attempt.response),
+      cell('Attempt', attempt.attempt),
+      cell('Ended', localTime(attempt.at)),
+      cell('HTTP status', httpStatusWords(attempt.status)),
+      cell('Duration', `${attempt.durationMs} ms`),
+      cell('Error', attempt.error ?? NONE),
+      cell(
+        "Receiver's answer",
+        attempt.response === null ? NONE : h('pre', {}, attempt.response === '' ? '(empty)' : attempt.response),
       ),
     );
   }

@@ -1,7 +1,7 @@
 import { nextLink } from './api.js';
 import { activityChart } from './chart.js';
 import { FormDialog } from './dialogs.js';
-import { button, byId, h, replaceKeepingFocus } from './dom.js';
+import { NONE, button, byId, cell, h, replaceKeepingFocus } from './dom.js';
 import { idText } from './json.js';
 import type { Page } from './page.js';
 import type { Activity, Delivery, Webhook } from './shapes.js';
@@ -104,21 +104,20 @@ export class DeliveriesPanel {
     const next =
       delivery.status === 'pending' && delivery.nextAttemptAt !== null
         ? `${fromNow(delivery.nextAttemptAt, now)} (${localTime(delivery.nextAttemptAt)})`
-        : '—';
+        : NONE;
     const row = h(
       'tr',
-      {},
-      h(
-        'td',
-        {},
+      { class: 'delivery' },
+      cell(
+        'Status',
         h('span', { class: `status-${delivery.status}` }, delivery.status),
         delivery.lastError !== null && h('div', { class: 'muted' }, delivery.lastError),
       ),
-      h('td', {}, h('code', {}, delivery.type)),
-      h('td', {}, delivery.eventId === null ? '—' : idText(delivery.eventId)),
-      h('td', {}, delivery.attempts, delivery.lastStatus !== null && ` (HTTP ${delivery.lastStatus})`),
-      h('td', {}, next),
-      h('td', {}, localTime(delivery.createdAt)),
+      cell('Type', h('code', {}, delivery.type)),
+      cell('Event', delivery.eventId === null ? NONE : idText(delivery.eventId)),
+      cell('Attempts', delivery.attempts, delivery.lastStatus !== null && ` (HTTP ${delivery.lastStatus})`),
+      cell('Next attempt', next),
+      cell('Created', localTime(delivery.createdAt)),
       h(
         'td',
         { class: 'actions-cell' },

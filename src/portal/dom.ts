@@ -37,6 +37,25 @@ export function svg<K extends keyof SVGElementTagNameMap>(
   return fill(document.createElementNS('http://www.w3.org/2000/svg', tag), attributes, children);
 }
 
+/** What a cell holds when there is nothing to say (no next attempt, no error). */
+export const NONE = '—';
+
+/**
+ * A table cell that carries its column's name: hidden on a wide screen, where the table's head
+ * names it, and shown before the value on a phone, where the rows become cards and the head is
+ * out of sight (portal.css; issue 35, point 4). Hidden from screen readers, which have the head.
+ * A cell of NONE alone is left out of a phone's card, which is long enough without it.
+ */
+export function cell(label: string, ...children: Child[]): HTMLTableCellElement {
+  const none = children.length === 1 && children[0] === NONE;
+  return h(
+    'td',
+    { class: none ? 'labelled none' : 'labelled' },
+    h('span', { class: 'cell-label', 'aria-hidden': 'true' }, label),
+    ...children,
+  );
+}
+
 /** A button that does `action` when pressed; `key` lets focus come back to it after a redraw. */
 export function button(label: string, action: () => void, attributes: Attributes = {}): HTMLButtonElement {
   const element = h('button', { type: 'button', ...attributes }, label);
