@@ -1,0 +1,115 @@
+// bench/scale.ts, axis `deliveries`: `n` pending deliveries of one webhook whose receiver was away
+// (a day of them, all due): a claim's time per batch, the backlog metric's read, `recover` of all
+// of them (failed first), then the rate once the receiver is back and the attempt log it leaves.
+import { percentile, sleep } from './harness.js';
+import { type Measure, type RunDb, receiver, serve } from './scale-kit.js';
+
+const WEBHOOK = 'scaleaway0000000';
+const DAY = 86_400_000;
+
+/** `n` events (ids 1..n) of `owner` (an SQL expression of i), made evenly over `spanMs` up to now, all fanned out already. */
+export async function seedEvents(db: RunDb, n: number, owner: string, spanMs: number, now: number): Promise<void> {
+  await db.sql(
+    `INSERT INTO events (id, type, owner, plant_id, payload, created_at)
+     SELECT i, 'plant.created', ${owner}, 7000000000000000000 + i,
+       '{"id":' || (7000000000000000000 + i) || ',"name":"plant ' || i || '","tag":"scale"}',
+       ${now - spanMs} + (CAST(i AS BIGINT) * ${spanMs} / ${n})
+     FROM (${db.series(n)}) AS t`,
+  );
+  await db.sql(`UPDATE delivery_cursor SET fanned_through = ${n}`);
+  if (db.engine === 'postgres') await db.sql(`SELECT setval('events_id_seq', ${n})`);
+}
+
+export async function seedDeliveries(db: RunDb, n: number, webhook: string, now: number): Promise<void> {
+  await db.sql(
+    `INSERT INTO deliveries (id, webhook_id, event_id, type, status, attempts, next_attempt_at, created_at)
+     SELECT i, '${webhook}', i, 'plant.created', 'pending', 0, ${now - 1000}, created_at FROM
+     (SELECT id AS i, created_at FROM events WHERE id <= ${n}) AS t`,
+  );
+  if (db.engine === 'postgres') await db.sql(`SELECT setval('deliveries_id_seq', ${n})`);
+}
+
+export async function deliveriesAxis(db: RunDb, n: number, quick: boolean): Promise<Measure[]> {
+  const now = Date.now();
+  const back = await receiver();
+  try {
+    const store = await db.openStore();
+    try {
+      await store.createWebhook(
+        {
+          id: WEBHOOK,
+          owner: 'away',
+          allPlants: false,
+          url: back.url,
+          events: ['plant.created'],
+          status: 'active',
+          secret: 'scale-bench-secret-0123456789abcdef',
+          createdAt: now - 2 * DAY,
+        },
+        20,
+      );
+      await seedEvents(db, n, `'away'`, DAY, now);
+      await seedDeliveries(db, n, WEBHOOK, now);
+      if (db.engine === 'postgres') await db.sql('VACUUM ANALYZE');
+
+      // A claim as the dispatcher makes it: 256 at most, 32 of one webhook.
+      const claims: number[] = [];
+      for (let i = 0; i < 21; i++) {
+        const started = performance.now();
+        const claimed = await store.claimDeliveries('scale-bench', 60_000, 256, 32, new Map());
+        if (i > 0) claims.push(performance.now() - started);
+        if (claimed.length !== 32) throw new Error(`a claim took ${claimed.length} deliveries`);
+      }
+      await store.releaseLeases('scale-bench');
+      const backlogs: number[] = [];
+      for (let i = 0; i < 11; i++) {
+        const started = performance.now();
+        const backlog = await store.webhookBacklog();
+        if (i > 0) backlogs.push(performance.now() - started);
+        if (backlog.pending !== n) throw new Error(`the backlog says ${backlog.pending}`);
+      }
+      await db.sql(`UPDATE deliveries SET status = 'failed', next_attempt_at = NULL, attempts = 8`);
+      const recoverStarted = performance.now();
+      const recovered = await store.recoverDeliveries(WEBHOOK, null, 0);
+      const recoverMs = performance.now() - recoverStarted;
+      if (recovered?.requeued !== n) throw new Error(`recover requeued ${recovered?.requeued}`);
+
+      // The receiver is back: the service works through the backlog.
+      const server = await serve(db);
+      let rate = 0;
+      try {
+        while (back.count === 0) await sleep(10);
+        const from = back.count;
+        const seconds = quick ? 5 : 20;
+        await sleep(seconds * 1000);
+        rate = (back.count - from) / seconds;
+      } finally {
+        await server.stop();
+      }
+      const attempts = Number((await db.sql('SELECT count(*) AS n FROM delivery_attempts'))[0]!.n);
+      const attemptBytes =
+        db.engine === 'postgres'
+          ? Number((await db.sql(`SELECT pg_total_relation_size('delivery_attempts') AS b`))[0]!.b)
+          : Number(
+              (await db.sql(`SELECT sum(pgsize) AS b FROM dbstat WHERE name LIKE '%delivery_attempts%'`))[0]!.b ?? 0,
+            );
+      return [
+        { name: 'claim of a batch (32 of one webhook): p50', value: percentile(claims, 50), unit: 'ms', perOp: true },
+        { name: 'the backlog metric (webhookBacklog): p50', value: percentile(backlogs, 50), unit: 'ms', perOp: true },
+        { name: '`recover` of every failed delivery: one transaction', value: recoverMs, unit: 'ms', perOp: false },
+        { name: '`recover`: per delivery', value: (recoverMs / n) * 1000, unit: 'µs', perOp: true },
+        { name: 'deliveries/s once the receiver is back', value: rate, unit: '/s', perOp: true },
+        {
+          name: 'attempt log: bytes per attempt (table and indexes)',
+          value: attemptBytes / attempts,
+          unit: 'B',
+          perOp: true,
+        },
+      ];
+    } finally {
+      await store.close();
+    }
+  } finally {
+    await back.close();
+  }
+}

@@ -1,0 +1,167 @@
+// bench/scale.ts, axis `events`: `n` events in the log, made over 8 days (so that with the default
+// retention of 7 days one day's worth, n/8, is past it), of 100 owners. A JSON page at the oldest,
+// the middle and the newest; an SSE stream resumed from an old id; then pruning that day as the
+// pruner does (batches of 1,000, a turn of the event loop between), POST p99 during it against
+// without, and what the database does with the space: its size before, after, and after a day's
+// worth is written again.
+import { request } from 'node:http';
+import { percentile } from './harness.js';
+import { seedEvents } from './scale-deliveries.js';
+import { type Measure, type RunDb, call, expectStatus, mint, serve, times } from './scale-kit.js';
+
+const DAY = 86_400_000;
+const PAGE = 100;
+
+/** Opens the stream after `after` and answers the ms until `count` events have arrived. */
+function resume(url: string, token: string, after: number, count: number): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const started = performance.now();
+    const req = request(`${url}/events?after=${after}`, { headers: { authorization: `Bearer ${token}` } }, (res) => {
+      if (res.statusCode !== 200) reject(new Error(`the stream answered ${res.statusCode}`));
+      let seen = 0;
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => {
+        seen += chunk.split('\nid: ').length - 1 + (chunk.startsWith('id: ') ? 1 : 0);
+        if (seen >= count) {
+          resolve(performance.now() - started);
+          req.destroy();
+        }
+      });
+    });
+    req.on('error', (e) => (e.message === 'socket hang up' ? undefined : reject(e)));
+    req.end();
+  });
+}
+
+async function postTimes(
+  url: string,
+  token: string,
+  from: number,
+  until: () => boolean,
+  max = 2000,
+): Promise<number[]> {
+  const out: number[] = [];
+  for (let i = 0; out.length < max && !until(); i++) {
+    const a = await expectStatus(
+      call(url, 'POST', '/plants', token, JSON.stringify({ id: from + i, name: `new plant ${i}` })),
+      200,
+    );
+    out.push(a.ms);
+  }
+  return out;
+}
+
+async function freeBytes(db: RunDb): Promise<number> {
+  if (db.engine === 'sqlite') {
+    const [row] = await db.sql('SELECT freelist_count * page_size AS b FROM pragma_freelist_count, pragma_page_size');
+    return Number(row!.b);
+  }
+  return 0;
+}
+
+export async function eventsAxis(db: RunDb, n: number): Promise<Measure[]> {
+  const now = Date.now();
+  await seedEvents(db, n, `'owner' || (i % 100)`, 8 * DAY, now);
+  if (db.engine === 'postgres') await db.sql('VACUUM ANALYZE events');
+  const admin = mint(db, 'root', 'plants:admin');
+  const owner = mint(db, 'owner7', 'plants:read');
+  const writer = mint(db, 'writer', 'plants:read,plants:write');
+  const out: Measure[] = [];
+  let server = await serve(db, { EVENT_RETENTION: '30d' });
+  let idle: number[];
+  try {
+    const page = async (token: string, after: number): Promise<number> => {
+      const path = `/events?after=${after}&limit=${PAGE}`;
+      const get = () =>
+        expectStatus(call(server.url, 'GET', path, token, undefined, { accept: 'application/json' }), 200);
+      await get();
+      return percentile(await times(30, get), 50);
+    };
+    for (const [where, after] of [
+      ['the oldest', 0],
+      ['the middle', Math.floor(n / 2)],
+      ['the newest', n - PAGE],
+    ] as const)
+      out.push({
+        name: `JSON page of ${PAGE} at ${where}, plants:admin: p50`,
+        value: await page(admin, after),
+        unit: 'ms',
+        perOp: true,
+      });
+    out.push({
+      name: `JSON page at the middle, one owner's (1 in 100): p50`,
+      value: await page(owner, Math.floor(n / 2)),
+      unit: 'ms',
+      perOp: true,
+    });
+    const resumes: number[] = [];
+    for (let i = 0; i < 6; i++) resumes.push(await resume(server.url, admin, 1 + i, 1000));
+    out.push({
+      name: 'SSE resumed after the oldest id: time to 1,000 events, p50',
+      value: percentile(resumes.slice(1), 50),
+      unit: 'ms',
+      perOp: true,
+    });
+    idle = await postTimes(server.url, writer, 1e12, () => false, 400);
+  } finally {
+    await server.stop();
+  }
+
+  // Pruning the day past the 7 days, as the pruner does, while a client POSTs.
+  const before = await db.bytes();
+  server = await serve(db, { EVENT_RETENTION: '30d' });
+  const store = await db.openStore();
+  try {
+    let done = false;
+    const posting = postTimes(server.url, writer, 2e12, () => done, 100_000);
+    const started = performance.now();
+    let pruned = 0;
+    for (;;) {
+      const gone = await store.pruneEvents(7 * DAY, 1000);
+      pruned += gone;
+      if (gone < 1000) break;
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    const pruneMs = performance.now() - started;
+    done = true;
+    const during = await posting;
+    if (Math.abs(pruned - n / 8) > n / 100) throw new Error(`pruned ${pruned} of ${n / 8}`);
+    const afterPrune = await db.bytes();
+    const free = await freeBytes(db);
+    await db.sql(
+      `INSERT INTO events (type, owner, plant_id, payload, created_at)
+       SELECT 'plant.created', 'owner' || (i % 100), 8000000000000000000 + i, '{"id":' || (8000000000000000000 + i) || ',"name":"plant ' || i || '","tag":"scale"}', ${now}
+       FROM (${db.series(pruned)}) AS t`,
+    );
+    const rewritten = await db.bytes();
+    out.push(
+      { name: 'POST p99, nothing pruning', value: percentile(idle, 99), unit: 'ms', perOp: true },
+      {
+        name: `POST p99 while a day's worth is pruned (${during.length} POSTs)`,
+        value: percentile(during, 99),
+        unit: 'ms',
+        perOp: true,
+      },
+      { name: "pruning a day's worth (n/8 events): duration", value: pruneMs / 1000, unit: 's', perOp: false },
+      { name: 'pruning: per event', value: (pruneMs / pruned) * 1000, unit: 'µs', perOp: true },
+      { name: 'database before pruning: per event kept', value: before / n, unit: 'B', perOp: true },
+      {
+        name: 'free after pruning (SQLite freelist; PostgreSQL: 0, dead rows wait for autovacuum)',
+        value: free / 2 ** 20,
+        unit: 'MiB',
+        perOp: false,
+      },
+      {
+        name: 'growth of the database after a day is pruned and a day written again',
+        value: ((rewritten - before) / before) * 100,
+        unit: '%',
+        perOp: false,
+      },
+      { name: 'its size right after pruning ÷ before', value: afterPrune / before, unit: '×', perOp: true },
+    );
+  } finally {
+    await store.close();
+    await server.stop();
+  }
+  return out;
+}
