@@ -32,7 +32,7 @@ try {
   }
   say(
     'plant-store: dist/ is missing and TypeScript is not installed. Build first with the dev dependencies ' +
-      '(`npm ci`), then drop them (`npm prune --omit=dev`); see docs/operations.md.',
+      '(`npm ci`), then drop them (`npm prune --omit=dev`): docs/operations.md, "Installing on a server".',
   );
   process.exit(1);
 }

@@ -4,6 +4,7 @@ import { once } from 'node:events';
 import {
   chmodSync,
   chownSync,
+  cpSync,
   existsSync,
   mkdirSync,
   mkdtempSync,
@@ -167,6 +168,26 @@ test('deploy/plant-store.env names every setting of docs/settings.md', () => {
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+});
+
+test('npm ci --omit=dev in a fresh clone stops with what docs/operations.md prints, naming the order that works', async () => {
+  // The prepare step as npm runs it at the end of `npm ci --omit=dev`: no TypeScript, no dist/.
+  const dir = mkdtempSync(join(tmpdir(), 'plant-store-omit-dev-'));
+  scratch.push(dir);
+  for (const part of ['scripts', 'package.json']) cpSync(join(ROOT, part), join(dir, part), { recursive: true });
+  const run = exec(process.execPath, ['scripts/prepare.mjs'], {
+    cwd: dir,
+    env: { PATH: process.env.PATH, npm_command: 'ci', npm_config_omit: 'dev' },
+  });
+  const failed = await run.then(
+    () => assert.fail('prepare succeeded without TypeScript or dist/'),
+    (error: { code: number; stderr: string }) => error,
+  );
+  const doc = readFileSync(join(ROOT, 'docs/operations.md'), 'utf8');
+  const printed = /it stops with\s+``(.+?)``/s.exec(doc);
+  assert.ok(printed, 'docs/operations.md prints the message');
+  assert.deepEqual({ code: failed.code, stderr: failed.stderr }, { code: 1, stderr: `${printed[1]!.trim()}\n` });
+  assert.match(failed.stderr, /`npm ci`.*then.*`npm prune --omit=dev`/);
 });
 
 /** Who the service runs as here: the unit's user if this machine has it, else nobody. */
