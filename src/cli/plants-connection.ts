@@ -8,6 +8,7 @@ import {
   RETRY_STATUSES,
 } from '@plant-store/client';
 import { DEFAULT_CLIENT_URL, loadClientSettings } from '../config.js';
+import { httpFetch } from './http-fetch.js';
 import { io } from './io.js';
 import { UsageError, err } from './output.js';
 
@@ -49,6 +50,7 @@ export function plantsClient(values: { url?: string | undefined; token?: string 
     return new PlantStoreClient({
       baseUrl,
       token,
+      fetch: httpFetch,
       onRetry: ({ error, delayMs }) => err(`plant-store: ${describeFailure(error)}; retrying in ${delayMs} ms`),
     });
   } catch (error) {

@@ -14,9 +14,12 @@ const defaults = loadConfig({});
  * Lines a user can paste into a POSIX shell, in order, beside a server on the same DATABASE_URL
  * at PLANT_STORE_URL (test/cli/as-printed.test.ts runs them so, as printed). They delete what they
  * create, so that the examples after them in docs/cli.md run too (test/docs/walkthrough.test.ts).
+ * The token is assigned on a line of its own: `export T="$(…)"` answers export's status, 0, when
+ * the command fails, and went on with an empty token (issue 35, 3); `T=$(…)` answers the command's.
  */
 export const EXAMPLES = [
-  'export PLANT_STORE_TOKEN="$(plant-store token create --subject alice --scopes plants:read,plants:write)"',
+  'PLANT_STORE_TOKEN=$(plant-store token create --subject alice --scopes plants:read,plants:write)',
+  'export PLANT_STORE_TOKEN',
   'plant-store plants create --id -5 --name Fern --tag shade',
   'plant-store plants create --id=9007199254740993 --name Monstera --json',
   'plant-store plants list --limit 1',
@@ -30,7 +33,11 @@ export const EXAMPLES = [
   'plant-store token revoke "$PLANT_STORE_TOKEN"',
 ];
 
+/** What makes the bare `plant-store` of the usage and the docs run in a checkout (issue 35, 3). */
+export const CHECKOUT_PATH = 'export PATH="$PWD/bin:$PATH"';
+
 export const USAGE = `Usage: plant-store <command> [options]      (plant-store <command> --help: that command alone)
+In a checkout, to run it as plant-store: ${CHECKOUT_PATH}   (once per shell, in the checkout's root)
 
 Commands:
   serve [--workers N] [--settings-file F]

@@ -1,5 +1,6 @@
 import { loadConfig } from '../config.js';
 import { io } from './io.js';
+import { commandName, shellWord } from './invocation.js';
 import { HttpError } from '../errors.js';
 import { parseDecimalBigInt } from '../http/validation.js';
 import type { EventType, Store } from '../store/store.js';
@@ -172,7 +173,7 @@ export async function webhooksCommand(sub: string | undefined, args: string[], w
         if (page.next !== undefined) {
           const more = values.limit === undefined ? '' : ` --limit ${limit}`;
           err(
-            `Older deliveries follow: plant-store webhooks deliveries ${id}${more} --before ${page.next}${values.json ? ' --json' : ''}`,
+            `Older deliveries follow: ${commandName(io().env)} webhooks deliveries ${shellWord(id)}${more} --before ${page.next}${values.json ? ' --json' : ''}`,
           );
         }
         return 0;

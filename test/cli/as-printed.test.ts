@@ -2,13 +2,14 @@ import { PlantStoreClient, DEFAULT_RETRY_POLICY, LIMIT } from '@plant-store/clie
 import assert from 'node:assert/strict';
 import { execFile, spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { loadConfig } from '../../src/config.js';
 import { BIN, type CliResult, type ServerProcess, runCli, startServer } from '../process.js';
 import { eventually } from '../support/eventually.js';
+import { ROOT, withoutPlantStore } from './checkout-support.js';
 
 // Issue 17, 2: the command line works as printed: negative ids as plain option values, --limit
 // as the number of plants shown, errors that say what to do, quiet ends under `| head`, the
@@ -195,20 +196,21 @@ test(
       );
     }
 
-    // A fresh server, as a new user has it; `plant-store` on the PATH, as an installed command.
+    // A fresh server, as a new user has it; `plant-store` on the PATH as the usage's line for a
+    // checkout puts it there, run in the checkout's root (issue 35, 3), and nowhere else.
+    const checkout = /^In a checkout, to run it as plant-store: (.+?) {3}\(/m.exec(help.stdout)?.[1];
+    assert.ok(checkout, help.stdout);
     const at = mkdtempSync(join(dir, 'examples-'));
     const env = { DATABASE_URL: `sqlite:${join(at, 'plants.db')}`, RATE_LIMIT: 'off' };
     const fresh = await startServer(env);
     t.after(() => fresh.stop());
-    mkdirSync(join(at, 'bin'));
-    writeFileSync(join(at, 'bin', 'plant-store'), `#!/bin/sh\nexec '${process.execPath}' '${BIN}' "$@"\n`);
-    chmodSync(join(at, 'bin', 'plant-store'), 0o755);
-    const script = examples.map((line, i) => `${line}\necho "@@$?" ; echo "@@${i}" >&2\n`).join('');
+    const setup = `cd '${ROOT}'\n${checkout}\ncd '${at}'\n`;
+    const script = setup + examples.map((line, i) => `${line}\necho "@@$?" ; echo "@@${i}" >&2\n`).join('');
     const { stdout, stderr } = await new Promise<{ stdout: string; stderr: string }>((resolve) => {
       const shellEnv = {
         ...process.env,
         ...env,
-        PATH: `${join(at, 'bin')}:${process.env.PATH ?? ''}`,
+        PATH: withoutPlantStore(),
         PLANT_STORE_URL: fresh.url,
         PLANT_STORE_TOKEN: undefined,
       };

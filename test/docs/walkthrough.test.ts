@@ -1,22 +1,24 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
 import { EXAMPLES } from '../../src/cli/usage.js';
-import { BIN, type ServerProcess, startServer } from '../process.js';
+import { type ServerProcess, startServer } from '../process.js';
+import { withoutPlantStore } from '../cli/checkout-support.js';
 
 // The README's walk-through, then the examples of docs/cli.md, run as printed, in that order, in
 // one database, against one real server on a free port: each ```sh block right after a
-// `<!-- walkthrough -->` comment is run by bash as one script. The README's runs in the checkout
-// (so `npx plant-store` is this package); docs/cli.md's run in a folder of their own (they write
-// plants.ndjson and backups/), where plant-store is installed (node_modules/.bin, also on the
-// PATH for the usage's bare `plant-store`, and run for `npx plant-store`), with PLANT_STORE_URL set. The one change made to the
-// text is the README's port: it says 127.0.0.1:8080, where `npm start` listens. Every `# → …` line
-// (and the `#   …` lines under it) is output the command before it must print, as whole lines and
-// in that order.
+// `<!-- walkthrough -->` comment is run by bash as one script, with a PATH on which no plant-store
+// is found (issue 35, 3: a bare `plant-store` was "command not found" in a checkout, and `npm test`
+// hid it). The README's runs in the checkout, whose first line puts bin/ on the PATH;
+// docs/cli.md's run in a folder of their own (they write plants.ndjson and backups/), after the
+// line of its `<!-- checkout-path -->` block, run in the checkout, with PLANT_STORE_URL set. The
+// one change made to the text is the README's port: it says 127.0.0.1:8080, where `npm start`
+// listens. Every `# → …` line (and the `#   …` lines under it) is output the command before it
+// must print, as whole lines and in that order.
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const README_ADDRESS = '127.0.0.1:8080';
@@ -156,7 +158,7 @@ describe("the README's walk-through, then docs/cli.md's examples, in one databas
     const address = new URL(server.url).host;
     for (const block of blocks) {
       assert.ok(block.includes(README_ADDRESS), `the walk-through calls ${README_ADDRESS}, where npm start listens`);
-      const steps = await runBlock(block, ROOT, { ...process.env, ...env }, (command) =>
+      const steps = await runBlock(block, ROOT, { ...process.env, ...env, PATH: withoutPlantStore() }, (command) =>
         command.replaceAll(README_ADDRESS, address),
       );
       assert.ok(
@@ -168,28 +170,23 @@ describe("the README's walk-through, then docs/cli.md's examples, in one databas
   });
 
   it("then docs/cli.md's examples, in the order printed, in the same database", async (t) => {
-    const blocks = walkthroughBlocks(readFileSync(join(ROOT, 'docs/cli.md'), 'utf8'));
+    const cli = readFileSync(join(ROOT, 'docs/cli.md'), 'utf8');
+    const blocks = walkthroughBlocks(cli);
     assert.ok(blocks.length >= 4, 'docs/cli.md marks its examples: <!-- walkthrough --> before each ```sh block');
     // The first is the usage's examples, line for line.
     assert.deepEqual(
       walkthroughSteps(blocks[0]!).map((step) => step.command),
       EXAMPLES,
     );
-    // A folder where plant-store is installed: npx finds it in node_modules/.bin, a shell on the PATH.
+    // The page's own first step, in the checkout's root, then each block in a folder of its own.
+    const checkout = /<!--\s*checkout-path\s*-->\s*\n```sh\n(.+)\n```/.exec(cli)?.[1];
+    assert.ok(checkout, 'docs/cli.md prints the line that puts plant-store on the PATH in a checkout');
     const work = join(dir, 'work');
-    mkdirSync(join(work, 'node_modules', '.bin'), { recursive: true });
-    symlinkSync(BIN, join(work, 'node_modules', '.bin', 'plant-store'));
-    const shellEnv = {
-      ...process.env,
-      ...env,
-      PATH: `${join(work, 'node_modules', '.bin')}:${process.env.PATH ?? ''}`,
-      PLANT_STORE_URL: server.url,
-    };
-    // `npx plant-store` runs what npx finds in node_modules/.bin, without npm's second of start-up
-    // per command (26 commands; the README's walk-through above runs the real npx).
-    const npx = 'npx() { if [ "$1" = plant-store ]; then shift; plant-store "$@"; else command npx "$@"; fi; }';
+    mkdirSync(work);
+    const shellEnv = { ...process.env, ...env, PATH: withoutPlantStore(), PLANT_STORE_URL: server.url };
+    const prelude = [`cd '${ROOT}'`, checkout, `cd '${work}'`];
     for (const block of blocks) {
-      t.diagnostic(summary(await runBlock(block, work, shellEnv, undefined, [npx])));
+      t.diagnostic(summary(await runBlock(block, work, shellEnv, undefined, prelude)));
     }
   });
 });
