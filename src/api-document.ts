@@ -14,7 +14,9 @@ const DESCRIPTION = `Plants stored per user over HTTP/JSON, with webhooks and a 
 **Getting a token.** Every operation except \`/healthz\` and \`/readyz\` needs \`Authorization: Bearer <token>\`.
 On the server's machine, with the server's settings (the same \`DATABASE_URL\`), run
 
-    npx plant-store token create --subject alice --scopes plants:read,plants:write
+    plant-store token create --subject alice --scopes plants:read,plants:write
+
+(in a checkout, \`export PATH="$PWD/bin:$PATH"\` first, in its root, makes \`plant-store\` its command).
 
 It prints the token once; keep it. On this page, click **Authorize**, paste the token, and use **Try it out** on any
 operation. The scopes: \`plants:read\` (list, the change feed), \`plants:write\` (create, delete), \`plants:admin\`

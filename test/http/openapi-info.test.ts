@@ -25,7 +25,7 @@ test('info has a contact, the MIT license, and a description that says how to ge
   assert.equal((info.contact as Json).name, 'Plant Store maintainers');
   assert.deepEqual(info.license, { name: 'MIT', identifier: 'MIT' });
   const description = String(info.description);
-  assert.match(description, /npx plant-store token create --subject \S+ --scopes plants:read,plants:write/);
+  assert.match(description, /\n {4}plant-store token create --subject \S+ --scopes plants:read,plants:write\n/);
   assert.match(description, /\*\*Authorize\*\*/);
   for (const scope of ['plants:read', 'plants:write', 'plants:admin', 'webhooks:read', 'webhooks:write'])
     assert.ok(description.includes(`\`${scope}\``), `the description names ${scope}`);
