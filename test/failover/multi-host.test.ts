@@ -1,10 +1,12 @@
 import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
 import { once } from 'node:events';
 import { type AddressInfo, type Socket, connect, createServer as createNetServer } from 'node:net';
 import { type TestContext, after, before, test } from 'node:test';
 import { buildApp } from '../../src/app.js';
 import { TokenService } from '../../src/auth/token.service.js';
 import { testConfig } from '../../src/config.js';
+import { postgresMigrations } from '../../src/store/postgres/migrations.js';
 import { type PostgresStore, openPostgres } from '../../src/store/postgres/store.js';
 import { callServer, runCli, startServer } from '../process.js';
 import { type ReplicaPair, startReplicaPair } from './replica-pair.js';
@@ -195,7 +197,8 @@ test('the commands take the multi-host URL (migrate, token create and list go to
   assert.equal(migrated.code, 0, migrated.stderr);
   const described = `postgres://postgres@127.0.0.1:${fresh.standby.port},127.0.0.1:${fresh.primary.port}/postgres?target_session_attrs=read-write`;
   assert.match(migrated.stderr, new RegExp(`^plant-store: database ${described.replace(/[?.]/g, '\\$&')}`, 'm'));
-  assert.match(migrated.stdout + migrated.stderr, /Applied migrations 1, 2, 3, 4, 5, 6, 7\./);
+  const versions = postgresMigrations.map((m) => m.version).join(', ');
+  assert.ok((migrated.stdout + migrated.stderr).includes(`Applied migrations ${versions}.`), migrated.stdout);
   const minted = await runCli(['token', 'create', '--subject', 'alice', '--scopes', 'plants:read', '--json'], env);
   assert.equal(minted.code, 0, minted.stderr);
   const listed = await runCli(['token', 'list', '--json'], env);
@@ -204,6 +207,42 @@ test('the commands take the multi-host URL (migrate, token create and list go to
   const tokens = (await fresh.sql(fresh.primary, 'SELECT subject FROM api_tokens')).rows;
   assert.deepEqual(tokens, [{ subject: 'alice' }]);
   for (const result of [migrated, minted, listed]) assert.ok(!`${result.stdout}${result.stderr}`.includes('hunter2'));
+});
+
+// Issue 34, point 1: the createdb hint of a database that does not exist, with several servers.
+// Every server answers 3D000, so no server is "read-write": before, the start waited
+// DATABASE_FAILOVER_WAIT and said only that; now it stops at once with a createdb command that
+// names every server and the URL's target_session_attrs, and that command, run as printed, creates
+// the database on the primary (named second: createdb alone would ask the standby, which refuses).
+test('a database that does not exist, on the multi-host URL: the printed createdb, run as printed, creates it on the primary; no password', async () => {
+  const fresh = await startReplicaPair();
+  pairs.push(fresh);
+  const url = fresh
+    .url([fresh.standby, fresh.primary], 'target_session_attrs=read-write')
+    .replace('postgres@', 'postgres:hunter2@')
+    .replace('/postgres?', '/plants_made?');
+  const env = { DATABASE_URL: url };
+  const failed = await runCli(['migrate'], env);
+  assert.equal(failed.code, 1, failed.stdout);
+  const command = `PGTARGETSESSIONATTRS=read-write createdb -h 127.0.0.1,127.0.0.1 -p ${fresh.standby.port},${fresh.primary.port} -U postgres plants_made`;
+  assert.ok(
+    failed.stderr.includes(
+      `plant-store: database "plants_made" does not exist: create it with ${command}, then run this again\n`,
+    ),
+    failed.stderr,
+  );
+  assert.ok(!`${failed.stdout}${failed.stderr}`.includes('hunter2'), 'no password shown');
+  // As printed, in a shell (createdb of PostgreSQL's client, as CI installs it).
+  const made = await new Promise<{ code: number; stderr: string }>((resolve) =>
+    execFile('sh', ['-c', command], { timeout: 30_000 }, (error, _stdout, stderr) =>
+      resolve({ code: error ? Number(error.code ?? 1) : 0, stderr }),
+    ),
+  );
+  assert.equal(made.code, 0, made.stderr);
+  const migrated = await runCli(['migrate'], env);
+  assert.equal(migrated.code, 0, migrated.stderr);
+  const onPrimary = await fresh.sql(fresh.primary, "SELECT 1 FROM pg_database WHERE datname = 'plants_made'");
+  assert.equal(onPrimary.rowCount, 1);
 });
 
 test('serve on the multi-host URL: after the primary dies and the standby is promoted, one warn line names the move, and the metric follows', async () => {

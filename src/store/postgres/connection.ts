@@ -55,6 +55,9 @@ export function routerFor(url: string, options: PostgresOptions = {}): HostRoute
   return router;
 }
 
+/** Each pool's DATABASE_URL as given, every server of it: what a missing database's createdb names. */
+const givenUrls = new WeakMap<pg.Pool, string>();
+
 export function createPool(
   url: string,
   options: PostgresOptions & { readonly asyncCommit?: boolean } = {},
@@ -77,6 +80,7 @@ export function createPool(
     ...(router && { Client: router.Client }),
   });
   if (router) routeThrough(pool, router);
+  givenUrls.set(pool, url);
   // Without a listener an idle connection's error (a server restart) would crash the process.
   pool.on('error', options.onIdleError ?? (() => {}));
   return pool;
@@ -88,18 +92,22 @@ const shellWord = (word: string): string =>
 
 /**
  * The `createdb` command that creates the database `url` names, on its server, as its user (never
- * with the password: createdb asks for it, or reads PGPASSWORD or ~/.pgpass).
+ * with the password: createdb asks for it, or reads PGPASSWORD or ~/.pgpass). Several servers are
+ * named as libpq reads them (`-h h1,h2 -p 5432,5433`, one port when they share it), and the URL's
+ * `target_session_attrs` goes with them (PGTARGETSESSIONATTRS: createdb has no option for it), so
+ * that the database is created on the primary, not on a standby named first (which refuses it).
  */
 export function createdbCommand(url: string): string {
-  const parsed = new URL(url);
-  const host = parsed.searchParams.get('host') ?? parsed.hostname.replace(/^\[(.*)\]$/, '$1');
-  const user = decodeURIComponent(parsed.username);
-  const database = decodeURIComponent(parsed.pathname.slice(1)) || user;
-  const words = ['createdb'];
-  if (host !== '') words.push('-h', host);
-  words.push('-p', parsed.searchParams.get('port') ?? (parsed.port || '5432'));
-  if (user !== '') words.push('-U', user);
-  words.push(database);
+  const parsed = parsePostgresUrl(url);
+  const hosts = parsed.hosts.map((h) => h.host);
+  const ports = [...new Set(parsed.hosts.map((h) => String(h.port)))];
+  const words: string[] = [];
+  if (parsed.sessionAttrs !== 'any') words.push(`PGTARGETSESSIONATTRS=${parsed.sessionAttrs}`);
+  words.push('createdb');
+  if (hosts.some((host) => host !== '')) words.push('-h', hosts.join(','));
+  words.push('-p', ports.length === 1 ? ports[0]! : parsed.hosts.map((h) => h.port).join(','));
+  if (parsed.user !== '') words.push('-U', parsed.user);
+  words.push(parsed.database || parsed.user);
   return words.map(shellWord).join(' ');
 }
 
@@ -114,7 +122,7 @@ function explainMissingDatabase(error: unknown, url: string): unknown {
   try {
     command = createdbCommand(url);
   } catch {
-    return error; // a URL that pg reads and URL does not: the server's message as it is
+    return error; // a URL that pg reads and parsePostgresUrl does not: the server's message as it is
   }
   return new Error(`${error.message}: create it with ${command}, then run this again`, { cause: error });
 }
@@ -124,7 +132,8 @@ export async function migrate(pool: pg.Pool): Promise<number[]> {
   try {
     return await migrateSteps(pool);
   } catch (error) {
-    throw explainMissingDatabase(error, pool.options.connectionString ?? '');
+    // The URL as given: the pool's own names the first server only.
+    throw explainMissingDatabase(error, givenUrls.get(pool) ?? pool.options.connectionString ?? '');
   }
 }
 

@@ -76,7 +76,8 @@ export class HostRouter {
 
   /**
    * The server a new connection should go to, looking again every quarter second while none is
-   * what the URL asks, for up to `ms`; then the last NoServerError.
+   * what the URL asks, for up to `ms`; then the last NoServerError. A database that does not
+   * exist fails at once, with the server's 3D000.
    */
   async pickWithin(ms: number): Promise<PostgresHost> {
     const deadline = Date.now() + ms;
@@ -86,7 +87,7 @@ export class HostRouter {
         try {
           return await this.pick();
         } catch (error) {
-          if (Date.now() >= deadline) throw error;
+          if (missingDatabase(error) || Date.now() >= deadline) throw error;
           if (!counted) {
             counted = true;
             this.waiting += 1;
@@ -135,6 +136,7 @@ export class HostRouter {
   /** One pass over the hosts in the URL's order (two for prefer-standby), each with a connection of its own. */
   private async look(): Promise<PostgresHost> {
     const problems: string[] = [];
+    let missing: pg.DatabaseError | undefined;
     const passes: Array<'first' | 'second'> =
       this.url.sessionAttrs === 'prefer-standby' ? ['first', 'second'] : ['first'];
     for (const pass of passes) {
@@ -153,12 +155,16 @@ export class HostRouter {
           }
           problems.push(`${hostLabel(host)} is ${role.inRecovery ? 'a standby' : 'read-only'}`);
         } catch (error) {
+          if (missingDatabase(error)) missing ??= error;
           problems.push(`${hostLabel(host)}: ${(error as Error).message}`);
         } finally {
           await client.end().catch(() => {});
         }
       }
     }
+    // A server that answered that the database does not exist: the start says how to create it
+    // (connection.ts, migrate), at once; waiting for another primary would not create it.
+    if (missing !== undefined) throw missing;
     throw new NoServerError(
       `no server of DATABASE_URL is ${this.url.sessionAttrs === 'any' ? 'reachable' : this.url.sessionAttrs} (${problems.join('; ')})`,
     );
@@ -180,6 +186,10 @@ export function routeThrough(pool: pg.Pool, router: HostRouter): void {
 
 /** The router of a pool made over a multi-host URL (or one with target_session_attrs); undefined otherwise. */
 export const routerOf = (pool: pg.Pool): HostRouter | undefined => routers.get(pool);
+
+/** `database "…" does not exist` (3D000): no failover cures it. */
+const missingDatabase = (error: unknown): error is pg.DatabaseError =>
+  error instanceof pg.DatabaseError && error.code === '3D000';
 
 const sameHost = (a: PostgresHost, b: PostgresHost): boolean => a.host === b.host && a.port === b.port;
 
