@@ -107,4 +107,3 @@ export async function onBenchPostgres<T>(use: (url: string) => Promise<T>): Prom
     await throwaway.stop();
   }
 }
-

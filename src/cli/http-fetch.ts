@@ -25,7 +25,10 @@ export const httpFetch: Fetch = async (input, init = {}) => {
   const send = url.protocol === 'https:' ? (await import('node:https')).request : httpRequest;
   const body = typeof init.body === 'string' ? init.body : undefined;
   if (init.body != null && body === undefined) throw new TypeError('httpFetch sends string bodies only');
-  const headers = new Map(Object.entries((init.headers ?? {}) as Record<string, string>));
+  // A plain object, a Headers or a list of pairs (never `new Headers()`: that would load undici).
+  const given = init.headers ?? {};
+  const pairs = Symbol.iterator in given ? [...(given as Iterable<[string, string]>)] : Object.entries(given);
+  const headers = new Map(pairs.map(([name, value]) => [name.toLowerCase(), String(value)]));
   if (body !== undefined) headers.set('content-length', String(Buffer.byteLength(body)));
   const signal = init.signal ?? undefined;
   signal?.throwIfAborted();

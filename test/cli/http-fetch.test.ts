@@ -128,3 +128,29 @@ test('httpFetch and fetch end alike when nothing listens: retried, then the refu
       .catch((e: Error) => `${e.name}: ${e.message}`);
   assert.equal(await run(httpFetch), await run());
 });
+
+test('httpFetch sends the headers it is given as a plain object, a Headers or a list of pairs, as fetch does', async () => {
+  const seen: Array<string | undefined> = [];
+  const server = createServer((req, res) => {
+    seen.push(`${req.headers.authorization ?? '-'} ${String(req.headers['x-one'])}`);
+    res.end('{}');
+  }).listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
+  try {
+    for (const headers of [
+      { Authorization: 'Bearer a', 'X-One': '1' },
+      new Headers({ Authorization: 'Bearer a', 'X-One': '1' }),
+      [
+        ['Authorization', 'Bearer a'],
+        ['X-One', '1'],
+      ] as [string, string][],
+    ]) {
+      await (await httpFetch(url, { headers })).text();
+      await (await fetch(url, { headers })).text();
+    }
+  } finally {
+    server.close();
+  }
+  assert.deepEqual(seen, Array<string>(6).fill('Bearer a 1'));
+});

@@ -38,7 +38,8 @@ interface Run {
   seen: string;
 }
 
-function runInstall(dir: string, policy: string, aptExit: number): Run {
+/** `aptExit`: the stand-in's exit code, or 'killed': it sends SIGTERM to the step's shell first (an interrupted CI). */
+function runInstall(dir: string, policy: string, aptExit: number | 'killed'): Run {
   const bin = join(dir, 'bin');
   const seen = join(dir, 'seen');
   mkdirSync(bin, { recursive: true });
@@ -49,7 +50,8 @@ function runInstall(dir: string, policy: string, aptExit: number): Run {
   writeFileSync(
     join(bin, 'apt-get'),
     `#!/bin/bash\nif [ "$1" = update ]; then exit 0; fi\n` +
-      `"$POLICY_RC_D" nginx start; echo "policy=$? args=$*" >> ${JSON.stringify(seen)}\nexit ${aptExit}\n`,
+      `"$POLICY_RC_D" nginx start; echo "policy=$? args=$*" >> ${JSON.stringify(seen)}\n` +
+      (aptExit === 'killed' ? 'kill -TERM $PPID\nexit 0\n' : `exit ${aptExit}\n`),
   );
   chmodSync(join(bin, 'apt-get'), 0o755);
   // PATH holds only the few tools the step runs and the stand-in: every package the step looks for
@@ -98,6 +100,21 @@ test('.ci/run removes its policy-rc.d after the install when there was none, and
     const failed = runInstall(dir, policy, 100);
     assert.equal(failed.status, 100, 'the install step fails as apt-get did');
     assert.equal(existsSync(policy), false, 'none left behind by a failed install either');
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('.ci/run puts the policy back when it is interrupted during the install', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'ci-run-'));
+  try {
+    const policy = join(dir, 'policy-rc.d');
+    const before = "#!/bin/sh\n# the machine's own\nexit 0\n";
+    writeFileSync(policy, before, { mode: 0o750 });
+    const run = runInstall(dir, policy, 'killed');
+    assert.match(run.seen, /^policy=101 /m, "the install ran under the step's policy");
+    assert.equal(run.status, 130, 'the step ends as interrupted');
+    assert.equal(readFileSync(policy, 'utf8'), before, 'the policy that was there is back');
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

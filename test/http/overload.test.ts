@@ -90,7 +90,9 @@ test('each request the guard refuses is counted in plant_store_overload_refusals
     sample((await h.app.inject({ method: 'GET', url: '/metrics' })).payload, 'plant_store_overload_refusals_total');
   const list = () => h.call(token, { method: 'GET', url: '/plants' });
   assert.equal(await calm(list), 200);
-  assert.equal(await refusals(), 0, 'there from 0');
+  // calm() may itself have met refusals on a busy machine: they count, so the test counts from here.
+  const before = await refusals();
+  assert.ok(before !== undefined, 'the series is there from the start');
 
   let refused = 0;
   for (let i = 0; i < 20 && refused < 2; i++) {
@@ -99,5 +101,5 @@ test('each request the guard refuses is counted in plant_store_overload_refusals
     if ((await list()).statusCode === 503) refused += 1;
   }
   assert.ok(refused > 0, 'the API was refused under lag');
-  assert.equal(await refusals(), refused);
+  assert.equal(await refusals(), before + refused);
 });
