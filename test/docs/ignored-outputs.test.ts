@@ -36,7 +36,8 @@ function written(line: string): string[] {
     .replace(/'[^']*'|"[^"]*"/g, '$QUOTED'); // quoted text: an argument, or a path the line chooses at run time
   const paths = [
     ...code.matchAll(/(?<![0-9&>])>\s*([^\s&|;>()]+)/g),
-    ...code.matchAll(/\s(?:-D|-o|--dump-header|--output)\s+([^\s]+)/g),
+    // curl's options only: `install -o root` names an owner, not a file.
+    ...(/(^|[\s|;&(])curl\s/.test(code) ? code.matchAll(/\s(?:-D|-o|--dump-header|--output)\s+([^\s]+)/g) : []),
     ...code.matchAll(/plant-store backup\s+([^\s<]+)/g),
   ];
   return paths

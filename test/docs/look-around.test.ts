@@ -24,7 +24,7 @@ import { freePort } from '../support/postgres.js';
 
 // "Look around a backup" (docs/operations.md), run as printed: the lines after
 // `<!-- look-around -->`, by bash, in a folder holding two backups (the newest is looked at), with
-// `npx plant-store` installed there (node_modules/.bin). The backup holds a webhook with pending
+// `plant-store` installed there (node_modules/.bin) and on the PATH. The backup holds a webhook with pending
 // deliveries (a ping, and imported plants' events not yet made into deliveries) to a receiver that
 // listens on 127.0.0.1 (so WEBHOOK_ALLOW_PRIVATE=1: a sending server could reach it, as it would
 // reach real receivers). The second server serves the backup's data; nothing reaches the receiver,
@@ -95,7 +95,7 @@ test(
     await cli(['backup', BACKUP]);
     const before = digest(join(dir, BACKUP));
 
-    // `npx plant-store` as installed in this folder.
+    // `plant-store` on the PATH, as the docs have it (a checkout's bin/, or an install's .bin).
     mkdirSync(join(dir, 'node_modules/.bin'), { recursive: true });
     symlinkSync(BIN, join(dir, 'node_modules/.bin/plant-store'));
     const port = await freePort();
@@ -106,13 +106,14 @@ test(
     let errors = '';
     second = spawn('bash', ['-c', `set -eu\n${script}`], {
       cwd: dir,
-      detached: true, // its own process group: npx and the server under it are stopped together
+      detached: true, // its own process group: bash and the server under it are stopped together
       env: {
         ...Object.fromEntries(
           Object.entries(process.env).filter(([name]) => !/^npm_/i.test(name) && name !== 'NODE_OPTIONS'),
         ),
         WEBHOOK_ALLOW_PRIVATE: '1',
         TMPDIR: tmp,
+        PATH: `${join(dir, 'node_modules/.bin')}:${process.env.PATH ?? ''}`,
         npm_config_offline: 'true',
         npm_config_update_notifier: 'false',
       },
