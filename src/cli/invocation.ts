@@ -1,6 +1,7 @@
 import { accessSync, constants, realpathSync } from 'node:fs';
 import { delimiter, isAbsolute, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { shellWord } from '../wire/shell.js';
 
 // A hint that prints a command (the next page of `webhooks deliveries`) prints it the way it runs
 // in the shell that started this one (issue 35, 3): a bare `plant-store` is "command not found" in
@@ -18,10 +19,6 @@ const realOrUndefined = (path: string): string | undefined => {
     return undefined;
   }
 };
-
-/** A word as a POSIX shell reads it back: as it is when it is plain, in single quotes otherwise. */
-export const shellWord = (word: string): string =>
-  /^[\w./:@%+=-]+$/.test(word) ? word : `'${word.replaceAll("'", `'\\''`)}'`;
 
 /** How to start plant-store again from the shell that started it, with `env` and `cwd` as it had them. */
 export function commandName(env: NodeJS.ProcessEnv, cwd: string = process.cwd()): string {

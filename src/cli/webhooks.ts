@@ -1,6 +1,7 @@
 import { loadConfig } from '../config.js';
 import { io } from './io.js';
-import { commandName, shellWord } from './invocation.js';
+import { commandName } from './invocation.js';
+import { shellWord } from '../wire/shell.js';
 import { HttpError } from '../errors.js';
 import { parseDecimalBigInt } from '../http/validation.js';
 import type { EventType, Store } from '../store/store.js';

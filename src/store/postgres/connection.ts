@@ -2,6 +2,7 @@ import pg from 'pg';
 import { inTransaction } from './transaction.js';
 import { HostRouter, routeThrough } from './hosts.js';
 import { hostLabel, hostUrl, parsePostgresUrl } from '../../wire/postgres-url.js';
+import { shellWord } from '../../wire/shell.js';
 import { postgresMigrations } from './migrations.js';
 
 // The PostgreSQL pools: how each connects, how long a query may wait, what an idle connection's
@@ -85,10 +86,6 @@ export function createPool(
   pool.on('error', options.onIdleError ?? (() => {}));
   return pool;
 }
-
-/** A word for a shell: as it is when it needs no quoting, else in single quotes. */
-const shellWord = (word: string): string =>
-  /^[A-Za-z0-9_@%+=:,./-]+$/.test(word) ? word : `'${word.replace(/'/g, `'\\''`)}'`;
 
 /**
  * The `createdb` command that creates the database `url` names, on its server, as its user (never
