@@ -8,17 +8,19 @@ import { StoreUnavailableError } from '../store.js';
 // a failover), 40001 and 40P01 serialization failure and deadlock.
 const RETRYABLE = /^(08(?!P01)|53|57P|57014$|25006$|40001$|40P01$)/;
 
-// What the driver raises itself when the network fails, by Node's system error codes.
-const NETWORK = new Set([
+// What the driver raises itself when the network fails, by Node's system error codes: a
+// connection that was never made (nothing of a statement reached a server), one cut while in use
+// (a statement may have run), and the rest (a name that does not resolve, a route that is missing).
+const NEVER_CONNECTED = new Set([
   'ECONNREFUSED',
-  'ECONNRESET',
-  'ETIMEDOUT',
-  'EPIPE',
-  'ENOTFOUND',
-  'EHOSTUNREACH',
-  'EAI_AGAIN',
-  'ENOSERVER', // no server of a multi-host URL is what it asks (postgres/hosts.ts)
+  'ENOSERVER', // no server of a multi-host URL is what it asks (NoServerError below)
 ]);
+const CUT = new Set(['ECONNRESET', 'ETIMEDOUT', 'EPIPE']);
+const NETWORK = new Set([...NEVER_CONNECTED, ...CUT, 'ENOTFOUND', 'EHOSTUNREACH', 'EAI_AGAIN']);
+/** pg's own words (its errors carry no code) for a connection cut while in use. */
+const CUT_MESSAGE = /Connection terminated|Query read timeout/;
+/** pg's own words for a connection not made in time: the pool's, and a client's connect timeout. */
+const CONNECT_TIMEOUT = /timeout exceeded when trying to connect|due to connection timeout/;
 
 /** A database error that a retry may cure becomes StoreUnavailableError (a 503); anything else stays as it is. */
 export function classifyPostgresError(error: unknown): unknown {
@@ -46,14 +48,14 @@ const SERVER_GONE = /^(25006|57P0[123]|08)/;
 export function serverGone(error: unknown): boolean {
   if (error instanceof pg.DatabaseError) return SERVER_GONE.test(error.code ?? '');
   if (!(error instanceof Error)) return false;
-  const code = (error as NodeJS.ErrnoException).code;
+  const code = (error as NodeJS.ErrnoException).code ?? '';
+  // "timeout expired": a client's connect that timed out; unlike failoverFate, a connection made
+  // late counts here, so the router looks again, but a statement is not re-sent for it.
   return (
-    code === 'ECONNREFUSED' ||
-    code === 'ECONNRESET' ||
-    code === 'EPIPE' ||
-    code === 'ETIMEDOUT' ||
-    code === 'ENOSERVER' ||
-    /Connection terminated|timeout expired|Query read timeout/.test(error.message)
+    NEVER_CONNECTED.has(code) ||
+    CUT.has(code) ||
+    CUT_MESSAGE.test(error.message) ||
+    /timeout expired/.test(error.message)
   );
 }
 
@@ -70,9 +72,7 @@ export function failoverFate(error: unknown): 'not-run' | 'unknown' | undefined 
     return /^(57P0[12]|08)/.test(error.code ?? '') ? 'unknown' : undefined;
   }
   if (!(error instanceof Error)) return undefined;
-  const code = (error as NodeJS.ErrnoException).code;
-  if (code === 'ENOSERVER' || code === 'ECONNREFUSED') return 'not-run';
-  if (/timeout exceeded when trying to connect|due to connection timeout/.test(error.message)) return 'not-run';
-  if (code === 'ECONNRESET' || code === 'EPIPE' || code === 'ETIMEDOUT') return 'unknown';
-  return /Connection terminated|Query read timeout/.test(error.message) ? 'unknown' : undefined;
+  const code = (error as NodeJS.ErrnoException).code ?? '';
+  if (NEVER_CONNECTED.has(code) || CONNECT_TIMEOUT.test(error.message)) return 'not-run';
+  return CUT.has(code) || CUT_MESSAGE.test(error.message) ? 'unknown' : undefined;
 }
