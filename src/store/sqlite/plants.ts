@@ -3,7 +3,14 @@ import { createdPayload, deletedPayload } from '../event-payload.js';
 import { PageCache } from './page-cache.js';
 import type { SqliteEventLog } from './event-log.js';
 import { snapshotPages } from './snapshot.js';
-import { type BatchResult, type CreateResult, FIRST_ID, type PlantPage, type PlantRecord, samePlant } from '../store.js';
+import {
+  type BatchResult,
+  type CreateResult,
+  FIRST_ID,
+  type PlantPage,
+  type PlantRecord,
+  samePlant,
+} from '../store.js';
 
 // Plants on SQLite: each create and delete writes its event in the same transaction (the caller's
 // group commit, SqliteStore); pages are read through a cache that one check of data_version keeps
