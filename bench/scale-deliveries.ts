@@ -1,8 +1,8 @@
 // bench/scale.ts, axis `deliveries`: `n` pending deliveries of one webhook whose receiver was away
 // (a day of them, all due): a claim's time per batch, the backlog metric's read, `recover` of all
 // of them (failed first), then the rate once the receiver is back and the attempt log it leaves.
-import { percentile, sleep } from './harness.js';
-import { type Measure, type RunDb, receiver, serve } from './scale-kit.js';
+import { percentile } from './harness.js';
+import { type Measure, type RunDb, receiver, serve, storedSecret, until } from './scale-kit.js';
 
 const WEBHOOK = 'scaleaway0000000';
 const DAY = 86_400_000;
@@ -43,7 +43,7 @@ export async function deliveriesAxis(db: RunDb, n: number, quick: boolean): Prom
           url: back.url,
           events: ['plant.created'],
           status: 'active',
-          secret: 'scale-bench-secret-0123456789abcdef',
+          secret: storedSecret(WEBHOOK),
           createdAt: now - 2 * DAY,
         },
         20,
@@ -78,11 +78,15 @@ export async function deliveriesAxis(db: RunDb, n: number, quick: boolean): Prom
       const server = await serve(db);
       let rate = 0;
       try {
-        while (back.count === 0) await sleep(10);
+        await until(() => back.count > 0, 60_000, 'the first delivery');
         const from = back.count;
-        const seconds = quick ? 5 : 20;
-        await sleep(seconds * 1000);
-        rate = (back.count - from) / seconds;
+        const started = performance.now();
+        await until(
+          () => back.count >= n || performance.now() - started > (quick ? 5000 : 20_000),
+          60_000,
+          'deliveries',
+        );
+        rate = ((back.count - from) / (performance.now() - started)) * 1000;
       } finally {
         await server.stop();
       }

@@ -12,6 +12,8 @@ import Database from 'better-sqlite3';
 import pg from 'pg';
 import { openStore } from '../src/store/open-store.js';
 import type { Store } from '../src/store/store.js';
+import { SecretBox } from '../src/webhooks/secret-box.js';
+import { newWebhookSecret } from '../src/webhooks/signing.js';
 import { type Server, start } from './harness.js';
 
 export const BIN = fileURLToPath(new URL('../bin/plant-store.js', import.meta.url));
@@ -264,4 +266,16 @@ export async function hangingReceiver(): Promise<{ url: string; close(): Promise
       await once(server, 'close');
     },
   };
+}
+
+/** A webhook secret as the service stores it without SECRETS_KEY. */
+export const storedSecret = (webhookId: string): string => new SecretBox(null).seal(newWebhookSecret(), webhookId);
+
+/** Waits until `ready()`, at most `ms`; a run that would wait forever fails instead. */
+export async function until(ready: () => boolean, ms: number, what: string): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!ready()) {
+    if (Date.now() > deadline) throw new Error(`gave up after ${ms} ms waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
 }
