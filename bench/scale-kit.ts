@@ -67,7 +67,10 @@ export async function createRunDb(engine: Engine): Promise<RunDb> {
         return Promise.resolve(rows);
       },
       series: (n) => `WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < ${n}) SELECT i FROM s`,
-      bytes: () => Promise.resolve(size(file) + size(`${file}-wal`)),
+      bytes: () => {
+        db.pragma('wal_checkpoint(TRUNCATE)'); // the pages themselves, not a WAL that happens to be long
+        return Promise.resolve(size(file) + size(`${file}-wal`));
+      },
       openStore: () => openStore({ engine: 'sqlite', path: file }),
       drop: () => {
         db.close();
@@ -76,7 +79,7 @@ export async function createRunDb(engine: Engine): Promise<RunDb> {
       },
     };
   }
-  const name = 'plant_store_scale';
+  const name = `plant_store_scale_${process.pid}`; // one per run: runs may overlap
   const admin = new pg.Client({ connectionString: PG_ADMIN });
   await admin.connect();
   await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
@@ -111,7 +114,12 @@ export async function createRunDb(engine: Engine): Promise<RunDb> {
 export const serve = (db: RunDb, env: NodeJS.ProcessEnv = {}): Promise<Server> =>
   start(
     db.dir,
-    [BIN, 'serve'],
+    // BENCH_SCALE_PROFILE=<dir>: the service writes its CPU profile there when it stops
+    [
+      ...(process.env.BENCH_SCALE_PROFILE ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_SCALE_PROFILE}`] : []),
+      BIN,
+      'serve',
+    ],
     {
       DATABASE_URL: db.url,
       PORT: '0',

@@ -1,5 +1,97 @@
-import type { Measure, RunDb } from './scale-kit.js';
+// bench/scale.ts, axis `webhooks`: `n` webhooks, 20 to a subject (n/20 subjects); every fourth
+// subject's webhooks point at receivers that accept and never answer (the sender gives up after
+// 10 s), the others' at one answering 204 at once. Each webhook starts with deliveries owed (10
+// for a hanging one, 2 for a healthy one, all due). Meanwhile subject A (one more webhook, at the
+// healthy receiver) creates a plant every 250 ms: from each POST's answer to its delivery, p50 and
+// p99; and the process's delivery rate to the healthy receiver over that time.
+import { percentile, sleep } from './harness.js';
+import { seedEvents } from './scale-deliveries.js';
+import {
+  type Measure,
+  type RunDb,
+  call,
+  expectStatus,
+  hangingReceiver,
+  mint,
+  receiver,
+  serve,
+  storedSecret,
+  until,
+} from './scale-kit.js';
 
-export function webhooksAxis(_db: RunDb, _n: number): Promise<Measure[]> {
-  return Promise.resolve([]);
+/** Ports the hanging webhooks are spread over: each its own origin, so its own connection pool. */
+const HANGING_PORTS = 20;
+
+export async function webhooksAxis(db: RunDb, n: number, quick: boolean): Promise<Measure[]> {
+  const now = Date.now();
+  const healthy = await receiver();
+  const hanging = await Promise.all(Array.from({ length: HANGING_PORTS }, () => hangingReceiver()));
+  try {
+    const pad = db.engine === 'sqlite' ? `substr('000000000000000' || i, -15)` : `lpad(i::text, 15, '0')`;
+    const hangingUrl = `CASE (i % ${HANGING_PORTS}) ${hanging.map((h, k) => `WHEN ${k} THEN '${h.url}'`).join(' ')} END`;
+    const secret = storedSecret('any');
+    await db.sql(
+      `INSERT INTO webhooks (id, owner, all_plants, url, events, status, secret, created_at)
+       SELECT 'w' || ${pad}, 'subject' || (i / 20), ${db.engine === 'sqlite' ? 0 : 'false'},
+         CASE WHEN (i / 20) % 4 = 0 THEN ${hangingUrl} ELSE '${healthy.url}' END,
+         'plant.created plant.deleted', 'active', '${secret}', ${now - 86_400_000}
+       FROM (${db.series(n)}) AS t`,
+    );
+    await seedEvents(db, 10, `'background'`, 3_600_000, now);
+    await db.sql(
+      `INSERT INTO deliveries (webhook_id, event_id, type, status, attempts, next_attempt_at, created_at)
+       SELECT w.id, e.id, 'plant.created', 'pending', 0, ${now}, ${now} FROM webhooks w, events e
+       WHERE e.id <= CASE WHEN w.url LIKE '%/hang' THEN 10 ELSE 2 END`,
+    );
+    if (db.engine === 'postgres') await db.sql('VACUUM ANALYZE');
+    const [row] = await db.sql(
+      `SELECT count(*) AS n FROM deliveries d JOIN webhooks w ON w.id = d.webhook_id WHERE w.url NOT LIKE '%/hang'`,
+    );
+    const owed = Number(row!.n);
+    const token = mint(db, 'subject-a', 'plants:read,plants:write,webhooks:read,webhooks:write');
+    const server = await serve(db);
+    try {
+      await expectStatus(
+        call(server.url, 'POST', '/webhooks', token, JSON.stringify({ url: healthy.url, events: ['plant.created'] })),
+        201,
+      );
+      await sleep(quick ? 2000 : 10_000); // the backlog under way, the hanging webhooks' attempts on the wire
+      const seconds = quick ? 5 : 30;
+      const from = healthy.count;
+      const started = performance.now();
+      const answered = new Map<string, number>();
+      for (let i = 0; performance.now() - started < seconds * 1000; i++) {
+        const id = String(5_000_000_000_000 + i);
+        await expectStatus(
+          call(server.url, 'POST', '/plants', token, JSON.stringify({ id: Number(id), name: `a ${i}` })),
+          200,
+        );
+        answered.set(id, Date.now());
+        await sleep(250);
+      }
+      const rate = ((healthy.count - from) / (performance.now() - started)) * 1000;
+      await until(() => [...answered.keys()].every((id) => healthy.arrivals.has(id)), 120_000, "A's deliveries");
+      const latencies = [...answered].map(([id, at]) => healthy.arrivals.get(id)! - at);
+      return [
+        {
+          name: "a healthy subject's delivery, from the POST's answer: p50",
+          value: percentile(latencies, 50),
+          unit: 'ms',
+          perOp: true,
+        },
+        { name: 'p99', value: percentile(latencies, 99), unit: 'ms', perOp: true },
+        {
+          name: `deliveries/s to the healthy receiver (backlog of ${owed.toLocaleString('en-US')})`,
+          value: rate,
+          unit: '/s',
+          perOp: true,
+        },
+      ];
+    } finally {
+      await server.stop();
+    }
+  } finally {
+    await healthy.close();
+    for (const h of hanging) await h.close();
+  }
 }
