@@ -1,10 +1,13 @@
 // bench/scale.ts, axis `events`: `n` events in the log, made over 8 days (so that with the default
 // retention of 7 days one day's worth, n/8, is past it), of 100 owners. A JSON page at the oldest,
 // the middle and the newest; an SSE stream resumed from an old id; then pruning that day as the
-// pruner does (batches of 1,000, a turn of the event loop between), POST p99 during it against
+// service's pruner does at its start (batches of 1,000, a turn of the event loop between), POST
+// p99 during it (from the service's "listening" to its "pruned" log line) against
 // without, and what the database does with the space: its size before, after, and after a day's
 // worth is written again.
+import { readFileSync, readdirSync } from 'node:fs';
 import { request } from 'node:http';
+import { join } from 'node:path';
 import { percentile } from './harness.js';
 import { seedEvents } from './scale-deliveries.js';
 import { type Measure, type RunDb, call, expectStatus, mint, serve, times } from './scale-kit.js';
@@ -107,31 +110,33 @@ export async function eventsAxis(db: RunDb, n: number): Promise<Measure[]> {
     await server.stop();
   }
 
-  // Pruning the day past the 7 days, as the pruner does, while a client POSTs.
+  // Pruning the day past the 7 days: the service's own pruner, which starts with it, while a client POSTs.
   const before = await db.bytes();
-  server = await serve(db, { EVENT_RETENTION: '30d' });
-  const store = await db.openStore();
+  server = await serve(db, { EVENT_RETENTION: '7d' });
   try {
-    let done = false;
-    const posting = postTimes(server.url, writer, 2e12, () => done, 100_000);
-    const started = performance.now();
-    let pruned = 0;
-    for (;;) {
-      const gone = await store.pruneEvents(7 * DAY, 1000);
-      pruned += gone;
-      if (gone < 1000) break;
-      await new Promise((resolve) => setImmediate(resolve));
-    }
-    const pruneMs = performance.now() - started;
-    done = true;
-    const during = await posting;
-    if (Math.abs(pruned - n / 8) > n / 100) throw new Error(`pruned ${pruned} of ${n / 8}`);
+    const log = (): string => {
+      const files = readdirSync(db.dir).filter((f) => f.startsWith('child-') && f.endsWith('.log'));
+      return files.map((f) => readFileSync(join(db.dir, f), 'utf8')).join('');
+    };
+    const pruned = (): { time: number; rows: number } | undefined => {
+      const line = log()
+        .split('\n')
+        .find((l) => l.includes('pruned events and delivery records'));
+      return line === undefined ? undefined : (JSON.parse(line) as { time: number; rows: number });
+    };
+    const listening = log()
+      .split('\n')
+      .find((l) => l.includes('Server listening'));
+    const during = await postTimes(server.url, writer, 2e12, () => pruned() !== undefined, 100_000);
+    const done = pruned()!;
+    const pruneMs = done.time - (JSON.parse(listening!) as { time: number }).time;
+    if (Math.abs(done.rows - n / 8) > n / 100) throw new Error(`pruned ${done.rows} of ${n / 8}`);
     const afterPrune = await db.bytes();
     const free = await freeBytes(db);
     await db.sql(
       `INSERT INTO events (type, owner, plant_id, payload, created_at)
        SELECT 'plant.created', 'owner' || (i % 100), 8000000000000000000 + i, '{"id":' || (8000000000000000000 + i) || ',"name":"plant ' || i || '","tag":"scale"}', ${now}
-       FROM (${db.series(pruned)}) AS t`,
+       FROM (${db.series(done.rows)}) AS t`,
     );
     const rewritten = await db.bytes();
     out.push(
@@ -143,7 +148,7 @@ export async function eventsAxis(db: RunDb, n: number): Promise<Measure[]> {
         perOp: true,
       },
       { name: "pruning a day's worth (n/8 events): duration", value: pruneMs / 1000, unit: 's', perOp: false },
-      { name: 'pruning: per event', value: (pruneMs / pruned) * 1000, unit: 'µs', perOp: true },
+      { name: 'pruning: per event', value: (pruneMs / done.rows) * 1000, unit: 'µs', perOp: true },
       { name: 'database before pruning: per event kept', value: before / n, unit: 'B', perOp: true },
       {
         name: 'free after pruning (SQLite freelist; PostgreSQL: 0, dead rows wait for autovacuum)',
@@ -160,7 +165,6 @@ export async function eventsAxis(db: RunDb, n: number): Promise<Measure[]> {
       { name: 'its size right after pruning ÷ before', value: afterPrune / before, unit: '×', perOp: true },
     );
   } finally {
-    await store.close();
     await server.stop();
   }
   return out;
