@@ -61,8 +61,10 @@ const SQL = {
   // Also what a pause missed (1.3.0): the events already fanned out (through the cursor: a later one
   // is the fan-out's to make, and a fan-out under way holds events past the cursor this statement
   // sees), of the webhook's subject and types, since $3 and the webhook's birth, with no delivery to
-  // it, made as the fan-out makes them, in event order. The webhook's event ids are read once
-  // (NOT IN over a hashed subplan), not looked up per event.
+  // it, made as the fan-out makes them, in event order. NOT EXISTS, an anti-join (a hash of the
+  // webhook's event ids, in batches past work_mem), not NOT IN: NOT IN is a hashed subplan only while
+  // the ids fit in work_mem, and past that the list is read again for every event, quadratic (a
+  // million failed deliveries: over 60 s against 28 s, bench/scale-recover-ab.ts, issue 36).
   recover: `WITH w AS (SELECT * FROM webhooks WHERE id = $1 AND ${OWNED}),
     r AS (UPDATE deliveries SET status = 'pending', schedule_from = attempts, next_attempt_at = ${NOW}
       WHERE webhook_id IN (SELECT id FROM w) AND status = 'failed' AND created_at >= $3 RETURNING 1),
@@ -70,7 +72,7 @@ const SQL = {
         ON (w.owner = e.owner OR w.all_plants) AND position(' ' || e.type || ' ' IN ' ' || w.events || ' ') > 0
       WHERE e.created_at >= greatest($3, w.created_at)
         AND e.id <= (SELECT fanned_through FROM delivery_cursor)
-        AND e.id NOT IN (SELECT event_id FROM deliveries WHERE webhook_id = $1)
+        AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.webhook_id = $1 AND d.event_id = e.id)
       ORDER BY e.id),
     c AS (INSERT INTO deliveries (webhook_id, event_id, type, status, attempts, next_attempt_at, created_at)
       SELECT $1, ev.id, ev.type, 'pending', 0, ev.created_at, ev.created_at FROM ev ORDER BY ev.id RETURNING 1)
