@@ -117,7 +117,8 @@ export const serve = (db: RunDb, env: NodeJS.ProcessEnv = {}): Promise<Server> =
     // BENCH_SCALE_PROFILE=<dir>: the service writes its CPU profile there when it stops
     [
       ...(process.env.BENCH_SCALE_PROFILE ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_SCALE_PROFILE}`] : []),
-      BIN,
+      // BENCH_SCALE_CHECKOUT=<dir>: the service of another built checkout (the A of an A/B)
+      process.env.BENCH_SCALE_CHECKOUT ? join(process.env.BENCH_SCALE_CHECKOUT, 'bin/plant-store.js') : BIN,
       'serve',
     ],
     {
