@@ -1,6 +1,6 @@
 import { parseDuration } from '../config.js';
 import { parseDecimalBigInt } from '../http/validation.js';
-import { EVENT_TYPES, type EventType } from '../store/store.js';
+import { EVENT_TYPES, type EventType } from '../store/event-store.js';
 import type { WebhookService } from '../webhooks/webhook.service.js';
 import { OVERLAP_MAX_SECONDS, type WebhookPatchBody } from '../webhooks/webhook.schema.js';
 import { parseCommand } from './args.js';

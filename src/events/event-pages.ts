@@ -4,7 +4,7 @@ import { HttpError } from '../errors.js';
 import { negotiateMediaType } from '../http/accept.js';
 import { parseDecimalBigInt } from '../http/validation.js';
 import { EXAMPLE_PLANT, Int64 } from '../wire/schemas.js';
-import { EVENT_TYPES, type EventRow, type EventStore, type EventType } from '../store/store.js';
+import { EVENT_TYPES, type EventRow, type EventStore, type EventType } from '../store/event-store.js';
 import { type TypeFilter, typesQueryText } from './event-types-query.js';
 
 // The change feed as pages of JSON (CONTRACT.md, Events 1.2.0), for pollers and scripts: the same

@@ -1,5 +1,5 @@
 import type { ServerResponse } from 'node:http';
-import type { EventRecord, EventStore, EventType } from '../store/store.js';
+import type { EventRecord, EventStore, EventType } from '../store/event-store.js';
 import { PAGE, type TailSubscriber } from './event-tail.js';
 import type { TypeFilter } from './event-types-query.js';
 

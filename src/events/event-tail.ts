@@ -1,4 +1,4 @@
-import type { EventRecord, EventStore } from '../store/store.js';
+import type { EventRecord, EventStore } from '../store/event-store.js';
 import { untraced } from '../tracing-hooks.js';
 
 /** One reader of the change feed, fed by the tail once it has caught up. */

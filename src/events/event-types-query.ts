@@ -1,5 +1,5 @@
 import { HttpError } from '../errors.js';
-import { EVENT_TYPES, type EventType } from '../store/store.js';
+import { EVENT_TYPES, type EventType } from '../store/event-store.js';
 
 /** Which event types a reader of the feed asked for; null: every type. */
 export type TypeFilter = ReadonlySet<EventType> | null;

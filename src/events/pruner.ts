@@ -1,5 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify';
-import { type EventStore, failureFields } from '../store/store.js';
+import { failureFields } from '../store/store.js';
+import { type EventStore } from '../store/event-store.js';
 
 /** Rows one prune statement removes at most: short transactions that never hold writers up for long. */
 const BATCH = 1000;

@@ -1,5 +1,6 @@
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
-import { failureFields, type Store, type WebhookBacklog } from '../store/store.js';
+import { failureFields, type Store } from '../store/store.js';
+import { type WebhookBacklog } from '../store/webhook-store.js';
 import { ATTEMPT_RESULT_KINDS, type AttemptResultKind } from '../webhooks/attempt-result.js';
 import { CachedReading } from './cached-reading.js';
 

@@ -1,5 +1,5 @@
 import Type, { type Static } from '#typebox';
-import type { AttemptCounts, AttemptSpan } from '../store/store.js';
+import type { AttemptCounts, AttemptSpan } from '../store/webhook-store.js';
 
 // GET /webhooks/{id}/activity (issue 27): a webhook's attempts of the last 24 hours, by the hour,
 // for the chart of the subscriber's page. An attempt is `delivered` when the receiver answered

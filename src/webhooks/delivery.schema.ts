@@ -1,5 +1,5 @@
 import Type, { type Static } from '#typebox';
-import { PING_TYPE } from '../store/store.js';
+import { PING_TYPE } from '../store/webhook-store.js';
 import { int64 } from '../wire/schemas.js';
 import { EXAMPLE_WEBHOOK, EventTypeSchema, Timestamp, WebhookId } from './webhook.schema.js';
 

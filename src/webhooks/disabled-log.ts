@@ -1,5 +1,5 @@
 import type { FastifyBaseLogger } from 'fastify';
-import type { DisabledReason, WebhookRecord } from '../store/store.js';
+import type { DisabledReason, WebhookRecord } from '../store/webhook-store.js';
 
 const WHY: Readonly<Record<DisabledReason, string>> = {
   gone: 'the receiver answered 410 Gone',

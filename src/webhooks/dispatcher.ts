@@ -2,15 +2,9 @@ import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { FastifyBaseLogger } from 'fastify';
 import type { EventSettings } from '../config.js';
-import {
-  type AttemptOutcome,
-  type AttemptRecorded,
-  type ClaimedDelivery,
-  FAN_OUT_BATCH,
-  PING_TYPE,
-  failureFields,
-  type Store,
-} from '../store/store.js';
+import { failureFields, type Store } from '../store/store.js';
+import { FAN_OUT_BATCH } from '../store/event-store.js';
+import { type AttemptOutcome, type AttemptRecorded, type ClaimedDelivery, PING_TYPE } from '../store/webhook-store.js';
 import type { ApiPressure } from './api-pressure.js';
 import { type AttemptResultKind, attemptResultKind } from './attempt-result.js';
 import { logDisabled } from './disabled-log.js';

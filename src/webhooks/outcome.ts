@@ -1,5 +1,5 @@
 import type { EventSettings } from '../config.js';
-import type { AttemptOutcome } from '../store/store.js';
+import type { AttemptOutcome } from '../store/webhook-store.js';
 import type { WebhookAttempt } from './sender.js';
 
 /** The longest wait a receiver's Retry-After may ask for (CONTRACT.md 1.2.0: "at most 24 h away"). */

@@ -1,5 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify';
-import { failureFields, type WebhookRecord, type WebhookStore } from '../store/store.js';
+import { failureFields } from '../store/store.js';
+import { type WebhookRecord, type WebhookStore } from '../store/webhook-store.js';
 import { checkWebhookUrl } from './address-policy.js';
 import type { SecretBox } from './secret-box.js';
 

@@ -1,6 +1,6 @@
 import { Agent as HttpAgent, type IncomingMessage, request as httpRequest } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
-import { storableText } from '../store/store.js';
+import { storableText } from '../store/webhook-store.js';
 import { checkedLookup, checkWebhookUrl, type Resolve } from './address-policy.js';
 
 export interface WebhookSenderOptions {

@@ -1,5 +1,6 @@
 import Type, { type Static } from '#typebox';
-import type { DisabledReason, EventType } from '../store/store.js';
+import type { EventType } from '../store/event-store.js';
+import type { DisabledReason } from '../store/webhook-store.js';
 import { TEXT_RULE, textPattern } from '../wire/schemas.js';
 
 // The shapes of CONTRACT.md's Events sections (1.1.0 and 1.2.0): Webhook, the created webhook with

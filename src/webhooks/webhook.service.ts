@@ -4,18 +4,17 @@ import type { Principal } from '../auth/principal.js';
 import type { EventSettings } from '../config.js';
 import { HttpError } from '../errors.js';
 import { RFC3339_DATE_TIME } from '../http/validation.js';
+import { type Store } from '../store/store.js';
+import { EVENT_TYPES, type EventType } from '../store/event-store.js';
 import {
   type AttemptRecord,
-  EVENT_TYPES,
   type DeliveryRecord,
   PING_TYPE,
-  type EventType,
   type NewWebhookRecord,
   type Recovered,
-  type Store,
   type WebhookPatch,
   type WebhookRecord,
-} from '../store/store.js';
+} from '../store/webhook-store.js';
 import { type ActivityBody, activityBody, activitySpan } from './activity.schema.js';
 import { allowPrivateHint, checkWebhookUrl } from './address-policy.js';
 import type { AttemptBody, DeliveryBody, PingDeliveryBody } from './delivery.schema.js';

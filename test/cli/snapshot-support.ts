@@ -1,4 +1,5 @@
-import type { EventRecord, PlantRecord, Store } from '../../src/store/store.js';
+import type { PlantRecord, Store } from '../../src/store/store.js';
+import type { EventRecord } from '../../src/store/event-store.js';
 
 // What the backup and export-snapshot tests share: a write load through a real server with a
 // ledger of what it acknowledged, and a check that a copy is the store at one instant.

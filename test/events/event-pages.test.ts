@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { type IncomingHttpHeaders, request } from 'node:http';
 import { gunzipSync } from 'node:zlib';
 import { type TestContext, describe, test } from 'node:test';
-import type { EventRecord } from '../../src/store/store.js';
+import type { EventRecord } from '../../src/store/event-store.js';
 import { READ_WRITE, type TestApp, makeApp } from '../helpers.js';
 import { listen } from '../http/support.js';
 import {

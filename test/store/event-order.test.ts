@@ -4,7 +4,8 @@ import { after, describe, test, type TestContext } from 'node:test';
 import pg from 'pg';
 import { EVENT_ORDER_LOCK } from '../../src/store/postgres/statements.js';
 import { openPostgres } from '../../src/store/postgres/store.js';
-import type { EventStore, PlantRecord, Store } from '../../src/store/store.js';
+import type { PlantRecord, Store } from '../../src/store/store.js';
+import type { EventStore } from '../../src/store/event-store.js';
 import { eventually } from '../support/eventually.js';
 import { scratchSchema, stopSharedPostgres } from '../support/postgres.js';
 

@@ -8,17 +8,15 @@ import pg from 'pg';
 import { openPostgres } from '../../src/store/postgres/store.js';
 import { EVENT_ORDER_LOCK } from '../../src/store/postgres/statements.js';
 import { openSqlite } from '../../src/store/sqlite/store.js';
+import { type PlantRecord, type Store } from '../../src/store/store.js';
+import { EVENT_TYPES, type EventRecord } from '../../src/store/event-store.js';
 import {
   type AttemptOutcome,
   type ClaimedDelivery,
   type DeliveryRecord,
-  EVENT_TYPES,
-  type EventRecord,
   type NewWebhookRecord,
-  type PlantRecord,
-  type Store,
   type WebhookRecord,
-} from '../../src/store/store.js';
+} from '../../src/store/webhook-store.js';
 import { eventually } from '../support/eventually.js';
 import { reusableScratch, stopSharedPostgres } from '../support/postgres.js';
 

@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { type TestContext, test } from 'node:test';
 import type { FastifyBaseLogger } from 'fastify';
 import { type EventSettings, testConfig } from '../../src/config.js';
-import type { DeliveryRecord } from '../../src/store/store.js';
+import type { DeliveryRecord } from '../../src/store/webhook-store.js';
 import { Dispatcher } from '../../src/webhooks/dispatcher.js';
 import { SecretBox } from '../../src/webhooks/secret-box.js';
 import { type WebhookRequest, WebhookSender } from '../../src/webhooks/sender.js';

@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import { classifyPostgresError } from './errors.js';
 import { DB_NOW_MS } from './statements.js';
-import type { WebhookBacklog } from '../store.js';
+import type { WebhookBacklog } from '../webhook-store.js';
 
 // The metrics' read of the event side on PostgreSQL (store.ts, WebhookBacklog): one read-only
 // statement, one round trip, at most once per refresh per process (system/event-series.ts). Its

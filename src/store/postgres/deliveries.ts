@@ -14,7 +14,7 @@ import {
   PING_TYPE,
   type SubjectShares,
   storableText,
-} from '../store.js';
+} from '../webhook-store.js';
 
 // Deliveries on PostgreSQL: made from the event log behind a cursor (fanOut), leased by the
 // dispatchers, their attempts recorded, listed and retried. Every time here is the database's

@@ -2,7 +2,7 @@ import type pg from 'pg';
 import { classifyPostgresError } from './errors.js';
 import { type Row, big, queryRows } from './rows.js';
 import { ANY_ACTIVE, DB_NOW_MS } from './statements.js';
-import type { EventRecord, EventRow, EventType } from '../store.js';
+import type { EventRecord, EventRow, EventType } from '../event-store.js';
 
 // The event log on PostgreSQL: read by the change feed, pruned past retention (with the delivery
 // records of that age). Its events are written by the statements of the changes they record

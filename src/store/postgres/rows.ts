@@ -1,14 +1,14 @@
 import type pg from 'pg';
 import { classifyPostgresError } from './errors.js';
 import { routerOf, throughFailover } from './hosts.js';
+import { type EventType } from '../event-store.js';
 import {
   type DeliveryRecord,
   type DeliveryType,
   type DisabledReason,
-  type EventType,
   PING_TYPE,
   type WebhookRecord,
-} from '../store.js';
+} from '../webhook-store.js';
 
 // The event side's rows on PostgreSQL, as pg reads them (BIGINT as text), and the records the
 // store answers with.

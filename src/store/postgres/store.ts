@@ -12,31 +12,30 @@ import { PostgresTokens } from './tokens.js';
 import { PostgresEventWatch } from './watch.js';
 import { PostgresWebhooks } from './webhooks.js';
 import {
+  type BatchResult,
+  type CreateResult,
+  type PlantPage,
+  type PlantRecord,
+  type Store,
+  type TicketRecord,
+  type TokenRecord,
+} from '../store.js';
+import { type EventRecord, type EventRow, type EventType, FAN_OUT_BATCH } from '../event-store.js';
+import {
   type AttemptCounts,
   type AttemptOutcome,
   type AttemptRecord,
   type AttemptSpan,
   type AttemptRecorded,
-  type BatchResult,
   type NewWebhookRecord,
   type WebhookPatch,
   type ClaimedDelivery,
-  type CreateResult,
   type DeliveryRecord,
-  type EventRecord,
-  type EventRow,
-  type EventType,
-  type PlantPage,
-  type PlantRecord,
-  type Store,
   type Recovered,
-  type TicketRecord,
-  type TokenRecord,
   type WebhookRecord,
   type WebhookBacklog,
   ANY_SUBJECT,
-  FAN_OUT_BATCH,
-} from '../store.js';
+} from '../webhook-store.js';
 
 // The PostgreSQL adapter of the Store port: the pools, and the modules of plants, tokens, the event
 // log, deliveries and webhooks that do the work on them.

@@ -14,7 +14,7 @@ import {
   PING_TYPE,
   type WebhookPatch,
   type WebhookRecord,
-} from '../store.js';
+} from '../webhook-store.js';
 
 // Webhooks on PostgreSQL: created, listed, deleted and enabled, and their management of interface
 // 1.2.0 (PATCH, secret rotation, ping, recover, the attempt log). Times are the database's clock,

@@ -1,5 +1,5 @@
 import type Database from 'better-sqlite3';
-import type { WebhookBacklog } from '../store.js';
+import type { WebhookBacklog } from '../webhook-store.js';
 
 // The metrics' read of the event side on SQLite (store.ts, WebhookBacklog): reads only, each
 // through an index, so that even a backlog of 100,000 deliveries costs a few milliseconds of the

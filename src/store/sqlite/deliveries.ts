@@ -11,7 +11,7 @@ import {
   type DisabledReason,
   PING_TYPE,
   type SubjectShares,
-} from '../store.js';
+} from '../webhook-store.js';
 
 // Deliveries on SQLite: made from the event log behind a cursor (fanOut), leased by the
 // dispatchers, their attempts recorded, listed and retried. Every statement runs synchronously on

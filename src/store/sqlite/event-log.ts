@@ -1,6 +1,6 @@
 import type Database from 'better-sqlite3';
 import { knockedOut } from '../../knockouts.js';
-import type { EventRecord, EventRow, EventType } from '../store.js';
+import type { EventRecord, EventRow, EventType } from '../event-store.js';
 
 // The event log on SQLite: each event written inside the transaction of the change it records,
 // read by the change feed, pruned past retention (with the delivery records of that age). Every

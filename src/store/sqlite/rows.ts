@@ -1,11 +1,11 @@
+import { type EventType } from '../event-store.js';
 import {
   type DeliveryRecord,
   type DeliveryType,
   type DisabledReason,
-  type EventType,
   PING_TYPE,
   type WebhookRecord,
-} from '../store.js';
+} from '../webhook-store.js';
 
 // Webhooks and deliveries as better-sqlite3 reads them (safeIntegers: every integer a bigint), and
 // the records the store answers with.

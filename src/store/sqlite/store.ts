@@ -13,6 +13,14 @@ import {
   type BatchResult,
   type CreateResult,
   type PlantPage,
+  type PlantRecord,
+  type Store,
+  StoreUnavailableError,
+  type TicketRecord,
+  type TokenRecord,
+} from '../store.js';
+import { type EventRecord, type EventRow, type EventType, FAN_OUT_BATCH } from '../event-store.js';
+import {
   type AttemptCounts,
   type AttemptOutcome,
   type AttemptRecord,
@@ -22,20 +30,11 @@ import {
   type NewWebhookRecord,
   type WebhookPatch,
   type DeliveryRecord,
-  type EventRecord,
-  type EventRow,
-  type EventType,
-  type PlantRecord,
-  type Store,
-  StoreUnavailableError,
   type WebhookRecord,
   type WebhookBacklog,
   type Recovered,
-  type TicketRecord,
-  type TokenRecord,
   ANY_SUBJECT,
-  FAN_OUT_BATCH,
-} from '../store.js';
+} from '../webhook-store.js';
 
 /**
  * A plant's create or delete keeps nothing outside the database but its cache of pages and a
