@@ -7,10 +7,15 @@ import { join } from 'node:path';
 import { cpuMsOf, percentile, rss } from './harness.js';
 import { type Measure, type RunDb, call, cli, expectStatus, mint, serve, times } from './scale-kit.js';
 
-const plantId = (i: number): bigint => BigInt(i) * 9_223_372_036_854n - 4_611_686_018_427_387_904n;
+/** Ids spread over int64 whatever `n` (bench/import.ts's step overflows past 1.5 million). */
+const plantIds = (n: number) => {
+  const step = 9_000_000_000_000_000_000n / BigInt(n);
+  return (i: number): bigint => BigInt(i) * step - 4_611_686_018_427_387_904n;
+};
 const cursorAfter = (id: bigint): string => Buffer.from(`p1:${id}`).toString('base64url');
 
 export async function plantsAxis(db: RunDb, n: number, quick: boolean): Promise<Measure[]> {
+  const plantId = plantIds(n);
   const file = join(db.dir, 'plants.ndjson');
   const fd = openSync(file, 'w');
   for (let from = 0; from < n; from += 100_000) {
