@@ -16,6 +16,8 @@ import { tracing, untraced } from '../tracing-hooks.js';
 
 /** How many deliveries one claim leases at most. */
 const CLAIM_BATCH = 64;
+/** The part of the process's deliveries in flight that the struggling webhooks hold together, at most. */
+const STRUGGLING_SHARE = 1 / 4;
 /** The longest sleep between two looks for due deliveries, whatever woke or did not wake it. */
 const MAX_IDLE_MS = 1000;
 const USER_AGENT = 'plant-store-webhooks/1.2.0';
@@ -53,6 +55,14 @@ export class Dispatcher {
   private readonly inFlightBySubject = new Map<string, number>();
   /** The webhook the last claim ended with: the next starts after it (round robin). */
   private lastClaimedWebhook: string | undefined;
+  /**
+   * The webhooks whose last attempt in this process did not succeed (a receiver that hangs, fails
+   * or is away), until one does; the longest without a slot first. Together they hold at most a
+   * quarter of the process, one delivery each (STRUGGLING_SHARE): the per-subject share bounds one
+   * subject, and this bounds many subjects failing at once, whose shares add up to more than the
+   * process (issue 36: a quarter of 1,000 webhooks hanging took every slot).
+   */
+  private readonly struggling = new Set<string>();
   private readonly sending = new Set<Promise<void>>();
   private running = false;
   private looking = false;
@@ -154,7 +164,7 @@ export class Dispatcher {
           this.settings.leaseMs,
           room,
           this.settings.maxInFlightPerWebhook,
-          this.inFlight,
+          this.busyForClaim(capacity),
           // Under pressure only as many events are fanned out as can be sent: a burst of creates
           // is not slowed by its webhooks, and the rest is fanned out once it ends.
           saturated ? room : FAN_OUT_BATCH,
@@ -165,6 +175,10 @@ export class Dispatcher {
           },
         );
         this.lastClaimedWebhook = claimed.at(-1)?.webhook.id ?? this.lastClaimedWebhook;
+        // A struggling webhook that got its probe goes to the back of the line for the next.
+        for (const { webhook } of claimed) {
+          if (this.struggling.delete(webhook.id)) this.struggling.add(webhook.id);
+        }
         for (const delivery of claimed) this.send(delivery);
         if (claimed.length < room) break;
       }
@@ -181,6 +195,28 @@ export class Dispatcher {
       this.timer = setTimeout(() => this.wake(), sleepMs);
       this.timer.unref();
     }
+  }
+
+  /**
+   * What the claim counts as each webhook's deliveries in flight: the real counts, but a struggling
+   * webhook counts as full unless it is among the first of them (longest without a slot) for which
+   * room is left in their quarter of the process, and then it may take one.
+   */
+  private busyForClaim(capacity: number): ReadonlyMap<string, number> {
+    if (this.struggling.size === 0) return this.inFlight;
+    const full = this.settings.maxInFlightPerWebhook;
+    let held = 0;
+    for (const id of this.struggling) held += this.inFlight.get(id) ?? 0;
+    let probes = Math.max(1, Math.floor(capacity * STRUGGLING_SHARE)) - held;
+    const busy = new Map(this.inFlight);
+    for (const id of this.struggling) {
+      const own = this.inFlight.get(id) ?? 0;
+      if (own === 0 && probes > 0) {
+        busy.set(id, full - 1);
+        probes -= 1;
+      } else busy.set(id, full);
+    }
+    return busy;
   }
 
   private send(delivery: ClaimedDelivery): void {
@@ -241,6 +277,8 @@ export class Dispatcher {
       }
     }
     this.observe?.(attemptResultKind(result!), result!.durationMs / 1000);
+    if (attemptResultKind(result!) === 'delivered') this.struggling.delete(delivery.webhook.id);
+    else this.struggling.add(delivery.webhook.id);
     // The schedule counts from its last start (a recover); a ping is attempted once.
     const outcome = outcomeOf(attempt - delivery.scheduleFrom, result!, this.settings, Math.random, {
       now: this.clock(),
