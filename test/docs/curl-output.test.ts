@@ -1,21 +1,16 @@
 import assert from 'node:assert/strict';
-import { readFileSync, readdirSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { userDocs } from './markdown.js';
 
 // Issue 35, point 5: docs/events.md showed `# 201 {…}` under `curl -s`, which prints the body
 // alone. What a printed curl shows under it is what that curl prints: a status line or a bare
 // status only from a curl that writes it (`-i`, `-I`, `-D -`, or `-w` with `%{http_code}`).
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
-const DOCS = [
-  'README.md',
-  'packages/client/README.md',
-  ...readdirSync(join(ROOT, 'docs'))
-    .filter((name) => name.endsWith('.md'))
-    .map((name) => `docs/${name}`),
-];
+const DOCS = [...userDocs(ROOT)];
 
 /** Each curl command of a shell block (continuation lines joined) and the comment lines right under it. */
 function curlsWithOutput(text: string): Array<{ command: string; shown: string[] }> {

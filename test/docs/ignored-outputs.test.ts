@@ -1,9 +1,10 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { readFileSync, readdirSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { userDocs } from './markdown.js';
 import { promisify } from 'node:util';
 
 // Issue 35, point 5: the examples, run in a checkout, left plants.ndjson untracked (git status
@@ -14,12 +15,7 @@ import { promisify } from 'node:util';
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const exec = promisify(execFile);
 
-const DOCS = [
-  'README.md',
-  ...readdirSync(join(ROOT, 'docs'))
-    .filter((name) => name.endsWith('.md'))
-    .map((n) => `docs/${n}`),
-];
+const DOCS = [...userDocs(ROOT)];
 
 /** The shell lines of a Markdown text's ```sh and ```bash blocks. */
 function shellLines(text: string): string[] {

@@ -1,4 +1,5 @@
-import { posix } from 'node:path';
+import { readdirSync } from 'node:fs';
+import { join, posix } from 'node:path';
 
 // Just enough Markdown to check links the way GitHub renders them: fenced code, code spans and
 // HTML comments hold no links; headings get GitHub's anchors (github-slugger's rules).
@@ -228,3 +229,14 @@ export function markedBlock(doc: string, kind: string, mark: string): string {
 /** The environment of a user's shell: without npm's npm_* variables and tsx's NODE_OPTIONS, which `npm test` adds. */
 export const userEnv = (): NodeJS.ProcessEnv =>
   Object.fromEntries(Object.entries(process.env).filter(([name]) => !/^npm_/i.test(name) && name !== 'NODE_OPTIONS'));
+
+/** The documents a user reads (paths from the repository's root): the READMEs and docs/*.md. */
+export function userDocs(root: string): string[] {
+  return [
+    'README.md',
+    'packages/client/README.md',
+    ...readdirSync(join(root, 'docs'))
+      .filter((name) => name.endsWith('.md'))
+      .map((name) => `docs/${name}`),
+  ];
+}

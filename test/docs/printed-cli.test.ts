@@ -1,8 +1,9 @@
 import assert from 'node:assert/strict';
-import { readFileSync, readdirSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { userDocs } from './markdown.js';
 
 // Issue 35, point 3: every command the docs print works in a checkout and answers at once. Their
 // shell blocks print `plant-store …` (this checkout's bin/ on the PATH, as README.md and
@@ -11,13 +12,7 @@ import { fileURLToPath } from 'node:url';
 // fails and leaves an empty token (test/cli/checkout-command.test.ts runs the printed form).
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
-const DOCS = [
-  'README.md',
-  'packages/client/README.md',
-  ...readdirSync(join(ROOT, 'docs'))
-    .filter((name) => name.endsWith('.md'))
-    .map((name) => `docs/${name}`),
-];
+const DOCS = [...userDocs(ROOT)];
 
 /** The lines of every shell block of `text`, with their line numbers in the file. */
 function shellLines(text: string): Array<{ line: string; at: number }> {

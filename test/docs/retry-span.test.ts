@@ -1,8 +1,9 @@
 import assert from 'node:assert/strict';
-import { readFileSync, readdirSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { userDocs } from './markdown.js';
 import { loadConfig } from '../../src/config.js';
 import { outcomeOf } from '../../src/webhooks/outcome.js';
 
@@ -11,13 +12,7 @@ import { outcomeOf } from '../../src/webhooks/outcome.js';
 // applies it (outcomeOf, ±20 % jitter), and every doc that states it states that figure.
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
-const DOCS = [
-  'README.md',
-  'SECURITY.md',
-  ...readdirSync(join(ROOT, 'docs'))
-    .filter((name) => name.endsWith('.md'))
-    .map((name) => `docs/${name}`),
-];
+const DOCS = [...userDocs(ROOT), 'SECURITY.md'];
 const HOUR = 3_600_000;
 
 /** From the first attempt to the last of a delivery that fails every one, with `random` as the jitter's draw. */

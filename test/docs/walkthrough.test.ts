@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -7,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
 import { EXAMPLES } from '../../src/cli/usage.js';
 import { type ServerProcess, startServer } from '../process.js';
-import { withoutPlantStore } from '../cli/checkout-support.js';
+import { bash, withoutPlantStore } from '../cli/checkout-support.js';
 
 // The README's walk-through, then the examples of docs/cli.md, run as printed, in that order, in
 // one database, against one real server on a free port: each ```sh block right after a
@@ -64,28 +63,6 @@ function walkthroughSteps(block: string): Step[] {
   }
   assert.equal(pending.length, 0, 'the block ends inside a command');
   return steps;
-}
-
-/** Runs a script with bash; answers its exit code and what it wrote. Bounded: killed after `limitMs`. */
-function bash(
-  script: string,
-  cwd: string,
-  env: NodeJS.ProcessEnv,
-  limitMs: number,
-): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn('bash', ['-c', script], { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk: Buffer) => void (stdout += chunk.toString()));
-    child.stderr.on('data', (chunk: Buffer) => void (stderr += chunk.toString()));
-    const timer = setTimeout(() => child.kill('SIGKILL'), limitMs);
-    child.once('error', reject);
-    child.once('close', (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr });
-    });
-  });
 }
 
 /** The lines a command printed: `\r` of HTTP header lines and trailing blanks dropped. */
