@@ -9,6 +9,7 @@ import { testConfig } from '../../src/config.js';
 import { postgresMigrations } from '../../src/store/postgres/migrations.js';
 import { type PostgresStore, openPostgres } from '../../src/store/postgres/store.js';
 import { callServer, runCli, startServer } from '../process.js';
+import { eventually } from '../support/eventually.js';
 import { type ReplicaPair, startReplicaPair } from './replica-pair.js';
 
 // Interface 1.3.0, "PostgreSQL with more than one server", against two real servers of this
@@ -59,6 +60,19 @@ function open(url: string, failoverWaitMs = 1500): { store: PostgresStore; moves
   return { store, moves };
 }
 
+/** Until the standby has replayed all the primary has written so far: the pair's replication is asynchronous. */
+async function standbyCaughtUp(): Promise<void> {
+  const { lsn } = (await pair.sql(pair.primary, 'SELECT pg_current_wal_lsn()::text AS lsn')).rows[0] as { lsn: string };
+  await eventually(
+    async () => {
+      const { rows } = await pair.sql(pair.standby, `SELECT pg_last_wal_replay_lsn() >= '${lsn}'::pg_lsn AS done`);
+      return (rows[0] as { done: boolean }).done ? true : undefined;
+    },
+    `the standby replayed the primary's WAL up to ${lsn}`,
+    60_000,
+  );
+}
+
 const plant = (id: bigint, name: string) => ({ id, owner: 'alice', name, tag: null });
 const PAGE = { owner: 'alice', tag: null, fromId: -(2n ** 63n), limit: 10 };
 
@@ -76,6 +90,8 @@ test('read-write with the standby named first: migrations, writes and reads go t
 });
 
 test('any: the first server that answers, a standby too, and a write there fails as a read-only one', async () => {
+  // The reads below go to the standby: it must have the tables and the plant the test above wrote.
+  await standbyCaughtUp();
   const { store: routed } = open(pair.url([pair.standby, pair.primary], 'target_session_attrs=any'));
   assert.equal((await routed.listPlants(PAGE)).length, 1);
   assert.deepEqual(
