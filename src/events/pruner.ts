@@ -1,6 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify';
 import { failureFields } from '../store/store.js';
-import { type EventStore } from '../store/event-store.js';
+import { type EventStore, PRUNE_START } from '../store/event-store.js';
 
 /** Rows one prune statement removes at most: short transactions that never hold writers up for long. */
 const BATCH = 1000;
@@ -34,13 +34,18 @@ export class EventPruner {
     return this.running;
   }
 
+  /**
+   * One run: each batch starts after the rows the run's batches before it removed (PruneCursor),
+   * the first from the oldest, so a row that commits or grows old behind the cursor goes next run.
+   */
   private async prune(): Promise<void> {
     let total = 0;
     try {
-      for (;;) {
-        const gone = await this.store.pruneEvents(this.retentionMs, BATCH);
-        total += gone;
-        if (gone < BATCH) break;
+      for (let after = PRUNE_START; ;) {
+        const batch = await this.store.pruneEvents(this.retentionMs, BATCH, after);
+        total += batch.rows;
+        if (batch.rows < BATCH) break;
+        after = batch.next;
         await new Promise((resolve) => setImmediate(resolve));
       }
       if (total > 0) this.log.info({ rows: total }, 'pruned events and delivery records past EVENT_RETENTION');

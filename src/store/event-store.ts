@@ -28,6 +28,27 @@ export interface EventRecord {
  */
 export type EventRow = readonly [id: string, type: EventType, payload: string, createdAt: number];
 
+/**
+ * Where the next batch of one pruning run may start its walk: past the rows the run's batches
+ * removed (issue 36: on PostgreSQL their index entries stay until a vacuum, and a walk from the
+ * oldest would pass them all again). Only within a run: the next run starts from the oldest, so
+ * an event that commits behind the cursor (or grows old there) is found then.
+ */
+export interface PruneCursor {
+  /** The newest event id removed so far in the run (0 at its start). */
+  readonly eventId: bigint;
+  /** The newest created_at of a delivery record removed so far in the run (0 at its start). */
+  readonly deliveryCreatedAt: number;
+}
+
+export const PRUNE_START: PruneCursor = { eventId: 0n, deliveryCreatedAt: 0 };
+
+/** One batch of pruning: how many rows went (events and delivery records), and where the next may start. */
+export interface PruneBatch {
+  readonly rows: number;
+  readonly next: PruneCursor;
+}
+
 export interface EventStore {
   /**
    * Events after `after`, in id order, of `owner`'s plants (null: every plant's), at most `limit`;
@@ -52,9 +73,10 @@ export interface EventStore {
   lastEventId(): Promise<bigint>;
   /**
    * Deletes up to `batch` events, and up to `batch` delivery records, created more than
-   * `retentionMs` ago by the store's clock; answers how many rows went.
+   * `retentionMs` ago by the store's clock, of those past `after` (the previous batch's `next` in
+   * the same run; an engine may start from the oldest regardless); answers how many rows went.
    */
-  pruneEvents(retentionMs: number, batch: number): Promise<number>;
+  pruneEvents(retentionMs: number, batch: number, after?: PruneCursor): Promise<PruneBatch>;
   /**
    * Calls `listener` whenever events may have committed (by this process, or another where the
    * engine can tell); it then reads what is new. Answers the function that stops watching.

@@ -4,12 +4,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import Database from 'better-sqlite3';
+import type { FastifyBaseLogger } from 'fastify';
 import pg from 'pg';
 import { openPostgres } from '../../src/store/postgres/store.js';
 import { EVENT_ORDER_LOCK } from '../../src/store/postgres/statements.js';
 import { openSqlite } from '../../src/store/sqlite/store.js';
+import { EventPruner } from '../../src/events/pruner.js';
 import { type PlantRecord, type Store } from '../../src/store/store.js';
-import { EVENT_TYPES, type EventRecord } from '../../src/store/event-store.js';
+import { EVENT_TYPES, type EventRecord, PRUNE_START } from '../../src/store/event-store.js';
 import {
   type AttemptOutcome,
   type ClaimedDelivery,
@@ -903,13 +905,16 @@ for (const engine of engines) {
       const fifth = events[4]!.id;
       await h.sql(`UPDATE events SET created_at = created_at - ${10 * DAY} WHERE id <= ${fifth}`);
       await h.sql(`UPDATE deliveries SET created_at = created_at - ${10 * DAY} WHERE event_id <= ${fifth}`);
-      assert.equal(await store.pruneEvents(20 * DAY, 2), 0, 'nothing is older than twenty days');
+      assert.equal((await store.pruneEvents(20 * DAY, 2)).rows, 0, 'nothing is older than twenty days');
 
+      // One run, as EventPruner makes it: each batch after the last.
       const removed: number[] = [];
       const horizons: bigint[] = [];
-      for (let gone = -1; gone !== 0;) {
-        removed.push((gone = await store.pruneEvents(7 * DAY, 2)));
+      for (let gone = -1, after = PRUNE_START; gone !== 0;) {
+        const batch = await store.pruneEvents(7 * DAY, 2, after);
+        removed.push((gone = batch.rows));
         horizons.push(await store.eventHorizon());
+        after = batch.next;
       }
       // Two events and two finished deliveries, then the rest of the events, a batch at a time.
       assert.deepEqual(removed, [4, 2, 1, 0]);
@@ -935,15 +940,15 @@ for (const engine of engines) {
       await store.createPlant(plant(1n, 'alice'));
       await store.createPlant(plant(2n, 'bob'));
       await h.sql(`UPDATE events SET created_at = created_at - ${10 * DAY}`);
-      assert.equal(await store.pruneEvents(7 * DAY, 10), 0, 'both are behind the cursor');
+      assert.equal((await store.pruneEvents(7 * DAY, 10)).rows, 0, 'both are behind the cursor');
       const [d] = await claim(store, 'h');
       assert.equal(d!.payload, '{"id":1,"name":"plant 1"}');
-      assert.equal(await store.pruneEvents(7 * DAY, 10), 2, 'fanned out, both may go');
+      assert.equal((await store.pruneEvents(7 * DAY, 10)).rows, 2, 'fanned out, both may go');
       // With no active webhook nothing is owed, and old events go whatever the cursor.
       await store.deleteWebhook('wh-1', 'alice');
       await store.createPlant(plant(3n, 'alice'));
       await h.sql(`UPDATE events SET created_at = created_at - ${10 * DAY}`);
-      assert.equal(await store.pruneEvents(7 * DAY, 10), 1);
+      assert.equal((await store.pruneEvents(7 * DAY, 10)).rows, 1);
     });
 
     withStore(
@@ -956,14 +961,109 @@ for (const engine of engines) {
         await h.sql(
           `UPDATE events SET created_at = created_at - ${10 * DAY} WHERE id IN (${events[0]!.id}, ${events[2]!.id})`,
         );
-        assert.equal(await store.pruneEvents(7 * DAY, 10), 1);
+        assert.equal((await store.pruneEvents(7 * DAY, 10)).rows, 1);
         assert.equal(await store.eventHorizon(), events[0]!.id);
         const ids = async (): Promise<bigint[]> => (await allEvents(store)).map((e) => e.id);
         const kept = events.slice(1).map((e) => e.id);
         assert.deepEqual(await ids(), kept);
         // Nothing old at the front: nothing goes, however many events follow.
-        assert.equal(await store.pruneEvents(7 * DAY, 10), 0);
+        assert.equal((await store.pruneEvents(7 * DAY, 10)).rows, 0);
         assert.deepEqual(await ids(), kept);
+      },
+    );
+
+    withStore(
+      'EventPruner prunes in one run every event and finished delivery past retention, batch after batch',
+      async (h) => {
+        const { store } = h;
+        await store.createWebhook(webhook('wh-1', 'alice'), 20);
+        const plants = Array.from({ length: 2_510 }, (_, i) => plant(BigInt(i + 1), 'alice'));
+        for (let i = 0; i < plants.length; i += 2000) await store.insertBatch(plants.slice(i, i + 2000));
+        await store.claimDeliveries('h', 60_000, 1, 1, new Map(), 50_000); // fans every event out
+        await store.releaseLeases('h');
+        await h.sql(`UPDATE deliveries SET status = 'failed', next_attempt_at = NULL`);
+        // 2,500 events and their 2,500 deliveries past retention, all deliveries of one time: three batches.
+        const events = await allEvents(store);
+        const newestOld = events[2_499]!.id;
+        await h.sql(`UPDATE events SET created_at = created_at - ${10 * DAY} WHERE id <= ${newestOld}`);
+        await h.sql(`UPDATE deliveries SET created_at = created_at - ${10 * DAY} WHERE event_id <= ${newestOld}`);
+        const logged: unknown[] = [];
+        const log = {
+          info: (fields: unknown) => logged.push(fields),
+          warn: (fields: unknown) => assert.fail(`the pruner warned: ${JSON.stringify(fields)}`),
+        } as unknown as FastifyBaseLogger;
+        await new EventPruner(store, 7 * DAY, log).pruneNow();
+        assert.deepEqual(logged, [{ rows: 5_000 }]);
+        assert.deepEqual(await allEvents(store), events.slice(2_500));
+        assert.equal(await store.eventHorizon(), newestOld);
+        assert.deepEqual(
+          (await deliveriesOf(store, 'wh-1')).sort(byId).map((d) => d.eventId),
+          events.slice(2_500).map((e) => e.id),
+        );
+      },
+    );
+
+    withStore(
+      'a run’s batches start after its cursor, the next run from the oldest: an event committed behind it goes once old',
+      async (h) => {
+        const { store } = h;
+        const ids = async (): Promise<bigint[]> => (await allEvents(store)).map((e) => e.id);
+        /** One run as EventPruner makes it, in batches of two: the rows of each batch. */
+        const run = async (): Promise<number[]> => {
+          const rows: number[] = [];
+          for (let after = PRUNE_START; ;) {
+            const batch = await store.pruneEvents(7 * DAY, 2, after);
+            rows.push(batch.rows);
+            if (batch.rows < 2) return rows;
+            after = batch.next;
+          }
+        };
+        /** Takes an event out of the log until `commit`: a create that commits after the prune has read past it. */
+        const holdBack = async (id: bigint) => {
+          await h.sql(`CREATE TABLE held AS SELECT * FROM events WHERE id = ${id}`);
+          await h.sql(`DELETE FROM events WHERE id = ${id}`);
+          return async (createdAt: string) => {
+            await h.sql(`INSERT INTO events SELECT id, type, owner, plant_id, payload, ${createdAt} FROM held`);
+            await h.sql('DROP TABLE held');
+          };
+        };
+
+        // Committed behind the cursor inside retention: it stays until it is old, then a run takes it.
+        for (let i = 1n; i <= 6n; i++) await store.createPlant(plant(i, 'alice'));
+        const e = (await allEvents(store)).map((event) => event.id);
+        const commit = await holdBack(e[1]!);
+        await h.sql(`UPDATE events SET created_at = created_at - ${10 * DAY}`);
+        const first = await store.pruneEvents(7 * DAY, 2);
+        assert.equal(first.rows, 2);
+        assert.deepEqual(await ids(), [e[3], e[4], e[5]]);
+        await commit('created_at');
+        assert.ok(e[1]! < (await store.eventHorizon()), 'below the horizon, too');
+        // The first event not old stops the walk: nothing after it goes while it is kept (no gap).
+        assert.equal((await store.pruneEvents(7 * DAY, 2, first.next)).rows, 0);
+        assert.deepEqual(await run(), [0], 'the next run keeps it too');
+        assert.deepEqual(await ids(), [e[1], e[3], e[4], e[5]]);
+        await h.sql(`UPDATE events SET created_at = created_at - ${10 * DAY} WHERE id = ${e[1]}`);
+        assert.deepEqual(await run(), [2, 2, 0]);
+        assert.deepEqual(await ids(), []);
+        assert.equal(await store.eventHorizon(), e[5]);
+
+        // Committed behind the cursor already old (a clock set back): the run's later batches pass it
+        // on PostgreSQL (SQLite, with no dead index entries to skip, walks from the oldest); the next run takes it.
+        for (let i = 7n; i <= 10n; i++) await store.createPlant(plant(i, 'alice'));
+        const f = (await allEvents(store)).map((event) => event.id);
+        const commitOld = await holdBack(f[1]!);
+        await h.sql(`UPDATE events SET created_at = created_at - ${10 * DAY}`);
+        const again = await store.pruneEvents(7 * DAY, 2);
+        assert.equal(again.rows, 2);
+        await commitOld(`created_at - ${10 * DAY}`);
+        for (let after = again.next, rows = 2; rows === 2;) {
+          const batch = await store.pruneEvents(7 * DAY, 2, after);
+          ({ rows, next: after } = batch);
+        }
+        assert.deepEqual(await ids(), engine.name === 'postgres' ? [f[1]] : []);
+        await run();
+        assert.deepEqual(await ids(), []);
+        assert.equal(await store.eventHorizon(), f[3]);
       },
     );
   });

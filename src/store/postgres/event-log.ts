@@ -2,7 +2,7 @@ import type pg from 'pg';
 import { classifyPostgresError } from './errors.js';
 import { type Row, big, queryRows } from './rows.js';
 import { ANY_ACTIVE, DB_NOW_MS } from './statements.js';
-import type { EventRecord, EventRow, EventType } from '../event-store.js';
+import type { EventRecord, EventRow, EventType, PruneBatch, PruneCursor } from '../event-store.js';
 
 // The event log on PostgreSQL: read by the change feed, pruned past retention (with the delivery
 // records of that age). Its events are written by the statements of the changes they record
@@ -15,23 +15,29 @@ const SQL = {
   lastId: 'SELECT coalesce(max(id), 0) AS id FROM events',
   // One statement: the oldest events past retention, the horizon raised to the newest of them.
   // Read in id order below the first event still kept (found through events_created_at), so a log
-  // with nothing old yet costs an index lookup, not a scan of every event in id order.
+  // with nothing old yet costs an index lookup, not a scan of every event in id order. Both walks
+  // start after the run's cursor ($3, $4: PruneCursor): the index entries of the rows its earlier
+  // batches deleted stay until a vacuum, and a walk from the oldest passed them all, each batch
+  // (issue 36). Not after the horizon: an event committed or grown old behind it would stay forever.
   prune: `WITH gone AS (
       DELETE FROM events WHERE id IN (SELECT id FROM events
-        WHERE id < coalesce((SELECT id FROM events WHERE created_at >= ${NOW} - $1 ORDER BY created_at LIMIT 1),
+        WHERE id > $3 AND id < coalesce((SELECT id FROM events WHERE created_at >= ${NOW} - $1 ORDER BY created_at LIMIT 1),
             9223372036854775807)
           AND created_at < ${NOW} - $1
           AND (id <= (SELECT fanned_through FROM delivery_cursor) OR NOT ${ANY_ACTIVE}) ORDER BY id LIMIT $2)
       RETURNING id),
     raised AS (UPDATE event_horizon SET pruned_through = greatest(pruned_through, (SELECT max(id) FROM gone))
       WHERE EXISTS (SELECT 1 FROM gone)),
-    -- In created_at order, so through deliveries_created_at from the oldest, never a scan of the table.
+    -- In created_at order, so through deliveries_created_at from the cursor (>=: rows of the same
+    -- time may be left), never a scan of the table.
     old AS (DELETE FROM deliveries WHERE id IN (
-      SELECT id FROM deliveries WHERE created_at < ${NOW} - $1 AND status != 'pending' ORDER BY created_at LIMIT $2)
-      RETURNING id),
+      SELECT id FROM deliveries WHERE created_at >= $4 AND created_at < ${NOW} - $1 AND status != 'pending'
+      ORDER BY created_at LIMIT $2)
+      RETURNING id, created_at),
     -- Their attempt log goes with them (no foreign key: a check per attempt recorded would cost more).
     old_attempts AS (DELETE FROM delivery_attempts WHERE delivery_id IN (SELECT id FROM old))
-    SELECT (SELECT count(*) FROM gone) + (SELECT count(*) FROM old) AS n`,
+    SELECT (SELECT count(*) FROM gone) + (SELECT count(*) FROM old) AS n,
+      (SELECT max(id) FROM gone) AS event_id, (SELECT max(created_at) FROM old) AS delivery_at`,
 } as const;
 
 /**
@@ -102,7 +108,14 @@ export class PostgresEventLog {
     return big((await this.query(SQL.lastId, []))[0]!.id);
   }
 
-  async prune(retentionMs: number, batch: number): Promise<number> {
-    return Number((await this.query(SQL.prune, [retentionMs, batch]))[0]!.n);
+  async prune(retentionMs: number, batch: number, after: PruneCursor): Promise<PruneBatch> {
+    const [r] = await this.query(SQL.prune, [retentionMs, batch, after.eventId, after.deliveryCreatedAt]);
+    return {
+      rows: Number(r!.n),
+      next: {
+        eventId: r!.event_id === null ? after.eventId : big(r!.event_id),
+        deliveryCreatedAt: r!.delivery_at === null ? after.deliveryCreatedAt : Number(r!.delivery_at),
+      },
+    };
   }
 }

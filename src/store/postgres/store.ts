@@ -20,7 +20,14 @@ import {
   type TicketRecord,
   type TokenRecord,
 } from '../store.js';
-import { type EventRecord, type EventRow, type EventType, FAN_OUT_BATCH } from '../event-store.js';
+import {
+  type EventRecord,
+  type EventRow,
+  type EventType,
+  FAN_OUT_BATCH,
+  type PruneBatch,
+  PRUNE_START,
+} from '../event-store.js';
 import {
   type AttemptCounts,
   type AttemptOutcome,
@@ -157,8 +164,8 @@ export class PostgresStore implements Store {
     return this.log.lastEventId();
   }
 
-  pruneEvents(retentionMs: number, batch: number): Promise<number> {
-    return this.log.prune(retentionMs, batch);
+  pruneEvents(retentionMs: number, batch: number, after = PRUNE_START): Promise<PruneBatch> {
+    return this.log.prune(retentionMs, batch, after);
   }
 
   /** LISTEN/NOTIFY on a connection of its own, opened while anyone watches: commits of every instance. */

@@ -1,6 +1,6 @@
 import type Database from 'better-sqlite3';
 import { knockedOut } from '../../knockouts.js';
-import type { EventRecord, EventRow, EventType } from '../event-store.js';
+import type { EventRecord, EventRow, EventType, PruneBatch, PruneCursor } from '../event-store.js';
 
 // The event log on SQLite: each event written inside the transaction of the change it records,
 // read by the change feed, pruned past retention (with the delivery records of that age). Every
@@ -117,7 +117,11 @@ export class SqliteEventLog {
     return BigInt(this.sql.lastId.get() as bigint | number);
   }
 
-  prune(retentionMs: number, batch: number): number {
+  /**
+   * Ignores the cursor: SQLite deletes a row's index entries with it, so a walk from the oldest
+   * reads no rows an earlier batch removed (per event flat from 1 to 10 million, BENCHMARKS.md).
+   */
+  prune(retentionMs: number, batch: number, after: PruneCursor): PruneBatch {
     const before = this.now() - retentionMs;
     let gone = 0;
     // Read lazily and left at the first event that is not old: one row when nothing is old yet.
@@ -132,6 +136,6 @@ export class SqliteEventLog {
       this.sql.raiseHorizon.run(newest);
     }
     this.sql.pruneAttempts.run(before, 'pending', batch);
-    return gone + this.sql.pruneDeliveries.run(before, 'pending', batch).changes;
+    return { rows: gone + this.sql.pruneDeliveries.run(before, 'pending', batch).changes, next: after };
   }
 }

@@ -19,7 +19,14 @@ import {
   type TicketRecord,
   type TokenRecord,
 } from '../store.js';
-import { type EventRecord, type EventRow, type EventType, FAN_OUT_BATCH } from '../event-store.js';
+import {
+  type EventRecord,
+  type EventRow,
+  type EventType,
+  FAN_OUT_BATCH,
+  type PruneBatch,
+  PRUNE_START,
+} from '../event-store.js';
 import {
   type AttemptCounts,
   type AttemptOutcome,
@@ -204,8 +211,8 @@ export class SqliteStore implements Store {
     return Promise.resolve(unavailableWhenBusy(() => this.log.lastEventId()));
   }
 
-  pruneEvents(retentionMs: number, batch: number): Promise<number> {
-    return this.writes.run(() => this.log.prune(retentionMs, batch));
+  pruneEvents(retentionMs: number, batch: number, after = PRUNE_START): Promise<PruneBatch> {
+    return this.writes.run(() => this.log.prune(retentionMs, batch, after));
   }
 
   /** Calls `listener` when events may have committed (sqlite/watch.ts); answers the function that stops watching. */
