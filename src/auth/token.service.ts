@@ -1,9 +1,12 @@
-import type { TokenRecord, TokenStore } from '../store/store.js';
+import type { TokenPage, TokenRecord, TokenStore } from '../store/store.js';
 import { SCOPES, hashToken, isScope, isSubject, mintToken, type Scope } from './token.js';
 
 export class TokenInputError extends Error {
   override name = 'TokenInputError';
 }
+
+/** Tokens read from the store at a time by `list`. */
+export const LIST_BATCH = 1000;
 
 export interface NewToken {
   readonly subject: string;
@@ -54,8 +57,31 @@ export class TokenService {
     return { id, token, subject, scopes: unique as Scope[], expiresAt: record.expiresAt };
   }
 
-  list(): Promise<TokenRecord[]> {
-    return this.store.listTokens();
+  /**
+   * The tokens in the listing's order (creation, then id: store.ts, TokenPage): those after the
+   * token whose id is `after` when given, only `subject`'s when given, at most `limit`. Read from
+   * the store `batch` at a time, so what is held does not grow with the number of tokens.
+   */
+  async *list({
+    after,
+    subject,
+    limit = Infinity,
+    batch = LIST_BATCH,
+  }: { after?: string; subject?: string; limit?: number; batch?: number } = {}): AsyncGenerator<TokenRecord> {
+    let from: TokenPage['after'] = null;
+    if (after !== undefined) {
+      from = (await this.store.findToken(after)) ?? null;
+      if (from === null) throw new TokenInputError(`--after: no token has the id ${after} (token list prints the ids)`);
+    }
+    let remaining = limit;
+    while (remaining > 0) {
+      const size = Math.min(batch, remaining);
+      const page = await this.store.listTokens({ after: from, subject: subject ?? null, limit: size });
+      yield* page;
+      if (page.length < size) return;
+      remaining -= size;
+      from = page.at(-1)!;
+    }
   }
 
   revoke(id: string): Promise<boolean> {

@@ -63,6 +63,11 @@ export function mintToken(): { id: string; token: string } {
   return { id, token: body + checksum(body) };
 }
 
+const TOKEN_ID = new RegExp(`^[0-9A-Za-z]{${ID_LENGTH}}$`);
+
+/** Whether `text` has the shape of a token's id (the public half that `token list` prints). */
+export const isTokenId = (text: string): boolean => TOKEN_ID.test(text);
+
 /** The token's id when it has the right shape and checksum; undefined otherwise. */
 export function parseToken(token: string): string | undefined {
   const id = tokenId(token);

@@ -32,8 +32,11 @@ export function endQuietlyWhenStdoutCloses(): void {
   process.stderr.on('error', () => {});
 }
 
-export function table(rows: string[][]): string {
-  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
+/** `rows` aligned in columns, each as wide as `widths` says (by default: its widest cell). */
+export function table(
+  rows: string[][],
+  widths: readonly number[] = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length))),
+): string {
   return rows
     .map((r) =>
       r

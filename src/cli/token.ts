@@ -1,11 +1,15 @@
 // plant-store token create|list|revoke: API tokens, straight in the database.
-import { TOKEN_PREFIX, parseToken } from '../auth/token.js';
-import { TokenService } from '../auth/token.service.js';
+import { once } from 'node:events';
+import { TOKEN_PREFIX, isTokenId, parseToken } from '../auth/token.js';
+import { LIST_BATCH, TokenService } from '../auth/token.service.js';
 import { loadConfig, parseDuration } from '../config.js';
 import type { TokenRecord } from '../store/store.js';
 import { parseCommand } from './args.js';
 import { withStore } from './database.js';
+import { commandName } from './invocation.js';
+import { io } from './io.js';
 import { UsageError, err, out, table } from './output.js';
+import { shellWord } from '../wire/shell.js';
 
 const MAX_EXPIRY_DAYS = 3650; // ten years; omit --expires-in for a token that never expires
 
@@ -18,13 +22,19 @@ export const REVOCATION_SECONDS = loadConfig({}).tokenCacheMs / 1000;
 export const TOKEN_USAGE = `  token create --subject <user> --scopes <s1,s2> [--expires-in 30d|12h|90s] [--json]
                                 issue an API token; the secret is printed once. --expires-in: up to
                                 ${MAX_EXPIRY_DAYS}d (s, m, h, d); without it the token never expires
-  token list [--json]           list tokens (never their secrets)
+  token list [--subject <user>] [--limit N] [--after <token-id>] [--json]
+                                list tokens (never their secrets), oldest first: all of them, or
+                                the first N with --limit; --after: those after that token (the next
+                                page: after the last id printed, as stderr says when more follow);
+                                --subject: that user's only; --json: one JSON array
   token revoke <token-id>       revoke a token (its id, or the whole token); running servers refuse
                                 it within ${REVOCATION_SECONDS} seconds`;
 
+const LIST_HEADER = ['ID', 'SUBJECT', 'SCOPES', 'CREATED', 'EXPIRES', 'STATUS'];
+
 const iso = (ms: number | null): string | null => (ms === null ? null : new Date(ms).toISOString());
 
-function status(token: TokenRecord, now: number): string {
+function statusOf(token: TokenRecord, now: number): string {
   if (token.revokedAt !== null) return 'revoked';
   if (token.expiresAt !== null && token.expiresAt <= now) return 'expired';
   return 'active';
@@ -73,37 +83,118 @@ async function tokenCreate(args: string[]): Promise<number> {
   return 0;
 }
 
+/** Writes, waiting when the stream's buffer is full: a long listing must not pile up in memory. */
+async function emit(text: string): Promise<void> {
+  const { stdout } = io();
+  if (!stdout.write(text)) await once(stdout, 'drain');
+}
+
+/**
+ * The output of `token list`, written as the tokens come (LIST_BATCH at a time from the store), so
+ * that nothing grows with their number. `--json`: one JSON array, byte for byte what JSON.stringify
+ * of all of them printed before. The table: a column is as wide as its widest cell so far (the
+ * header's and the first LIST_BATCH rows', then wider when a later batch needs it), so a listing
+ * of up to LIST_BATCH tokens is aligned exactly as table() aligned it.
+ */
+class ListPrinter {
+  private readonly widths = LIST_HEADER.map((cell) => cell.length);
+  private rows: string[][] = [];
+  private header = true;
+  private readonly now = Date.now();
+  count = 0;
+
+  constructor(private readonly json: boolean) {}
+
+  async add(t: TokenRecord): Promise<void> {
+    const status = statusOf(t, this.now);
+    if (this.json) {
+      const { id, subject, scopes } = t;
+      const [createdAt, expiresAt, revokedAt] = [iso(t.createdAt), iso(t.expiresAt), iso(t.revokedAt)];
+      const row = { id, subject, scopes, createdAt, expiresAt, revokedAt, status };
+      await emit(`${this.count === 0 ? '[' : ','}${JSON.stringify(row)}`);
+    } else {
+      this.rows.push([t.id, t.subject, t.scopes.join(','), iso(t.createdAt)!, iso(t.expiresAt) ?? 'never', status]);
+      if (this.rows.length === LIST_BATCH) await this.flush();
+    }
+    this.count += 1;
+  }
+
+  async end(): Promise<void> {
+    if (this.json) await emit(this.count === 0 ? '[]\n' : ']\n');
+    else await this.flush();
+  }
+
+  private async flush(): Promise<void> {
+    if (this.rows.length === 0) return; // the header alone is never printed: no tokens, nothing on stdout
+    const rows = this.header ? [LIST_HEADER, ...this.rows] : this.rows;
+    this.header = false;
+    this.rows = [];
+    for (const row of rows) row.forEach((cell, i) => (this.widths[i] = Math.max(this.widths[i]!, cell.length)));
+    await emit(`${table(rows, this.widths)}\n`);
+  }
+}
+
+/** A whole number, 1 or more; undefined when not given. */
+function limitArg(text: string | undefined, command: string): number | undefined {
+  if (text === undefined) return undefined;
+  const n = /^\d{1,15}$/.test(text) ? Number(text) : 0;
+  if (n < 1) throw new UsageError('--limit takes a whole number, 1 or more: the most tokens to show', command);
+  return n;
+}
+
 async function tokenList(args: string[]): Promise<number> {
-  const { values } = parseCommand('token list', args, { json: 'boolean' });
-  const tokens = await withStore((store) => new TokenService(store).list());
-  const now = Date.now();
-  if (values.json) {
-    const rows = tokens.map((t) => ({
-      id: t.id,
-      subject: t.subject,
-      scopes: t.scopes,
-      createdAt: iso(t.createdAt),
-      expiresAt: iso(t.expiresAt),
-      revokedAt: iso(t.revokedAt),
-      status: status(t, now),
-    }));
-    out(JSON.stringify(rows));
-    return 0;
+  const command = 'token list';
+  const { values } = parseCommand(command, args, {
+    limit: 'string',
+    after: 'string',
+    subject: 'string',
+    json: 'boolean',
+  });
+  const limit = limitArg(values.limit, command);
+  const { after, subject, json = false } = values;
+  if (after !== undefined && !isTokenId(after)) {
+    // Not echoed: a whole token pasted here would print its secret.
+    const whole = after.startsWith(TOKEN_PREFIX) ? ', not the whole token' : '';
+    throw new UsageError(
+      `--after takes a token's id (12 letters and digits, as token list prints it)${whole}`,
+      command,
+    );
   }
-  if (tokens.length === 0) {
-    err('No tokens yet. Create one with: plant-store token create --subject <user> --scopes plants:read,plants:write');
-    return 0;
+  const printer = new ListPrinter(json);
+  let last: string | undefined;
+  let more = false;
+  await withStore(async (store) => {
+    // One token more than --limit: it says whether another page follows, and is not printed.
+    const wanted = limit === undefined ? undefined : limit + 1;
+    for await (const token of new TokenService(store).list({ after, subject, limit: wanted })) {
+      if (printer.count === limit) {
+        more = true;
+        break;
+      }
+      await printer.add(token);
+      last = token.id;
+    }
+  });
+  await printer.end();
+  if (printer.count === 0 && !json) {
+    if (after === undefined && subject === undefined) {
+      err(
+        'No tokens yet. Create one with: plant-store token create --subject <user> --scopes plants:read,plants:write',
+      );
+    } else {
+      err(`No tokens${subject === undefined ? '' : ` of ${subject}`}${after === undefined ? '' : ` after ${after}`}.`);
+    }
   }
-  const header = ['ID', 'SUBJECT', 'SCOPES', 'CREATED', 'EXPIRES', 'STATUS'];
-  const rows = tokens.map((t) => [
-    t.id,
-    t.subject,
-    t.scopes.join(','),
-    iso(t.createdAt)!,
-    iso(t.expiresAt) ?? 'never',
-    status(t, now),
-  ]);
-  out(table([header, ...rows]));
+  // On stderr, so that stdout stays the table or the JSON array alone.
+  if (more) {
+    const options = [
+      `--limit ${limit}`,
+      `--after ${last!}`,
+      ...(subject === undefined ? [] : [`--subject ${shellWord(subject)}`]),
+      ...(json ? ['--json'] : []),
+    ];
+    err(`More tokens follow: ${commandName(io().env)} token list ${options.join(' ')}`);
+  }
   return 0;
 }
 

@@ -106,10 +106,26 @@ export interface TicketRecord {
   readonly credentialExpiresAt: number | null;
 }
 
+/**
+ * A page of the token listing (`token list`). The listing's order is creation, oldest first, then
+ * id (tokens made in the same millisecond): a token never moves in it, and the index of each engine
+ * on (created_at, id), or (subject, created_at, id), reads a page at any place in O(log n).
+ */
+export interface TokenPage {
+  /** The page starts after this token (its creation time and id); null: at the start. */
+  readonly after: Pick<TokenRecord, 'createdAt' | 'id'> | null;
+  /** Only this subject's tokens; null: every subject's. */
+  readonly subject: string | null;
+  readonly limit: number;
+}
+
+/** Before every token in the listing's order: where a page without `after` starts. */
+export const BEFORE_EVERY_TOKEN = { createdAt: Number.MIN_SAFE_INTEGER, id: '' } as const;
+
 export interface TokenStore {
   createToken(token: TokenRecord): Promise<void>;
   findToken(id: string): Promise<TokenRecord | undefined>;
-  listTokens(): Promise<TokenRecord[]>;
+  listTokens(page: TokenPage): Promise<TokenRecord[]>;
   /** False when there is no such token. Revoking twice keeps the first time. */
   revokeToken(id: string, at: number): Promise<boolean>;
   /**

@@ -40,7 +40,7 @@ for (const [engine, open] of ENGINES) {
       'revoked is revoked, whatever the clocks say',
     );
     // The token list says the same thing the servers do.
-    const listed = (await store.listTokens()).find((r) => r.id === issued.id);
+    const listed = (await store.listTokens({ after: null, subject: null, limit: 10 })).find((r) => r.id === issued.id);
     assert.notEqual(listed?.revokedAt, null);
   });
 }

@@ -28,7 +28,7 @@ test('a SQLite file is opened in WAL mode with synchronous=FULL, its folder crea
         .prepare('SELECT version FROM schema_migrations')
         .all()
         .map((r) => (r as { version: number }).version),
-      [1, 2, 3, 4, 5, 6, 7, 8],
+      [1, 2, 3, 4, 5, 6, 7, 8, 9],
     );
   } finally {
     db.close();
@@ -75,7 +75,7 @@ test('migration 3 starts the delivery cursor at the newest event: what version 2
   db.close();
   const store = openSqlite(path);
   t.after(() => store.close());
-  assert.deepEqual(await store.migrate(), [3, 4, 5, 6, 7, 8]);
+  assert.deepEqual(await store.migrate(), [3, 4, 5, 6, 7, 8, 9]);
   await store.createPlant({ id: 2n, owner: 'alice', name: 'b', tag: null });
   const deliveries = await store.listDeliveries('wh-1', 'alice', 10);
   assert.deepEqual(
@@ -96,7 +96,7 @@ test('migration 4 maps the disabled reasons version 2 stored to gone, failing; a
   db.close();
   const store = openSqlite(path);
   t.after(() => store.close());
-  assert.deepEqual(await store.migrate(), [4, 5, 6, 7, 8]);
+  assert.deepEqual(await store.migrate(), [4, 5, 6, 7, 8, 9]);
   const hooks = await store.listWebhooks(null);
   assert.deepEqual(hooks.map((w) => [w.id, w.status, w.disabledReason, w.failingSince, w.description]).sort(), [
     ['active', 'active', null, 7, ''],
@@ -119,7 +119,7 @@ test("migration 6 names each logged attempt's webhook, so that the attempts of v
   db.close();
   const store = openSqlite(path);
   t.after(() => store.close());
-  assert.deepEqual(await store.migrate(), [6, 7, 8]);
+  assert.deepEqual(await store.migrate(), [6, 7, 8, 9]);
   assert.deepEqual(await store.countAttempts('wh-1', 'alice', { from: hour, bucketMs: hour, buckets: 2 }), [
     { bucket: 0, delivered: 0, failed: 1 },
     { bucket: 1, delivered: 1, failed: 0 },

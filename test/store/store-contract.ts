@@ -182,10 +182,65 @@ export function storeContract(engine: string, open: () => Promise<Store>): void 
       assert.equal((await store.findToken(token.id))?.revokedAt, revokedAt, 'the first revocation time is kept');
       assert.equal(await store.revokeToken('missing', 1), false);
       assert.deepEqual(
-        (await store.listTokens()).map((t) => t.id),
+        (await store.listTokens({ after: null, subject: null, limit: 10 })).map((t) => t.id),
         [token.id],
       );
     });
+
+    withStore(
+      'lists tokens in pages by creation, then id, after a given token, of one subject or all',
+      async (store) => {
+        // PostgreSQL stamps creation with its own clock (issue 13): the order is checked, not assumed.
+        for (let i = 0; i < 7; i++) {
+          await store.createToken({
+            id: `tok${String(i).padStart(9, '0')}`,
+            secretHash: Buffer.alloc(32, i),
+            subject: i % 2 === 0 ? 'alice' : 'bob',
+            scopes: ['plants:read'],
+            createdAt: 1_700_000_000_000 + (i % 3), // three alike: the id orders them
+            expiresAt: null,
+            revokedAt: null,
+          });
+        }
+        const all = await store.listTokens({ after: null, subject: null, limit: 100 });
+        assert.equal(all.length, 7);
+        const key = (t: TokenRecord): [number, string] => [t.createdAt, t.id];
+        for (const [i, t] of all.slice(1).entries()) {
+          const [a, b] = [key(all[i]!), key(t)];
+          assert.ok(a[0] < b[0] || (a[0] === b[0] && a[1] < b[1]), `${a.join()} before ${b.join()}`);
+        }
+        const pages: string[][] = [];
+        for (let after: TokenRecord | null = null; ;) {
+          const page = await store.listTokens({ after, subject: null, limit: 3 });
+          if (page.length === 0) break;
+          pages.push(page.map((t) => t.id));
+          after = page.at(-1)!;
+        }
+        assert.deepEqual(
+          pages.map((p) => p.length),
+          [3, 3, 1],
+        );
+        assert.deepEqual(
+          pages.flat(),
+          all.map((t) => t.id),
+        );
+        const alice = all.filter((t) => t.subject === 'alice').map((t) => t.id);
+        assert.deepEqual(
+          (await store.listTokens({ after: null, subject: 'alice', limit: 100 })).map((t) => t.id),
+          alice,
+        );
+        const afterSecond = await store.listTokens({ after: all[1]!, subject: 'alice', limit: 100 });
+        assert.deepEqual(
+          afterSecond.map((t) => t.id),
+          all
+            .slice(2)
+            .filter((t) => t.subject === 'alice')
+            .map((t) => t.id),
+        );
+        assert.deepEqual(await store.listTokens({ after: all[6]!, subject: null, limit: 100 }), []);
+        assert.deepEqual(await store.listTokens({ after: null, subject: 'carol', limit: 100 }), []);
+      },
+    );
 
     withStore('reports nothing that weakens durability on a database with default settings', async (store) => {
       assert.deepEqual(await store.durabilityWarnings(), []);

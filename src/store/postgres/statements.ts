@@ -85,7 +85,10 @@ export const STATEMENTS = {
   tokenInsert: `INSERT INTO api_tokens (id, secret_hash, subject, scopes, created_at, expires_at, revoked_at)
     VALUES ($1, $2, $3, $4, ${DB_NOW_MS}, ${DB_NOW_MS} + $5::bigint, NULL)`,
   tokenById: `SELECT *, ${DB_NOW_MS} AS read_at FROM api_tokens WHERE id = $1`,
-  tokenAll: 'SELECT * FROM api_tokens ORDER BY created_at, id',
+  // Through api_tokens_created and api_tokens_subject (migration 8): a page at any place in O(log n).
+  tokenPage: 'SELECT * FROM api_tokens WHERE (created_at, id) > ($1, $2) ORDER BY created_at, id LIMIT $3',
+  tokenPageOfSubject: `SELECT * FROM api_tokens WHERE subject = $1 AND (created_at, id) > ($2, $3)
+    ORDER BY created_at, id LIMIT $4`,
   tokenRevoke: `UPDATE api_tokens SET revoked_at = coalesce(revoked_at, ${DB_NOW_MS}) WHERE id = $1`,
   // A ticket's 60 s run on the database's clock too, whichever instance made or spends it. The insert
   // forgets the tickets that ran out unspent; the spend is a delete, so a ticket opens one stream.
@@ -109,7 +112,8 @@ const REPEATABLE: ReadonlySet<keyof typeof STATEMENTS> = new Set([
   'insertBatch',
   'byIds',
   'tokenById',
-  'tokenAll',
+  'tokenPage',
+  'tokenPageOfSubject',
   'tokenRevoke',
 ] as const);
 

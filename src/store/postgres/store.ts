@@ -18,6 +18,7 @@ import {
   type PlantRecord,
   type Store,
   type TicketRecord,
+  type TokenPage,
   type TokenRecord,
 } from '../store.js';
 import {
@@ -120,8 +121,8 @@ export class PostgresStore implements Store {
     return this.tokens.find(id);
   }
 
-  listTokens(): Promise<TokenRecord[]> {
-    return this.tokens.list();
+  listTokens(page: TokenPage): Promise<TokenRecord[]> {
+    return this.tokens.list(page);
   }
 
   revokeToken(id: string, at: number): Promise<boolean> {

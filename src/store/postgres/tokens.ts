@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import { type STATEMENTS, runStatement } from './statements.js';
-import type { TicketRecord, TokenRecord } from '../store.js';
+import { BEFORE_EVERY_TOKEN, type TicketRecord, type TokenPage, type TokenRecord } from '../store.js';
 
 // API tokens on PostgreSQL: stored with the hash of the secret (never the secret), found by their
 // public id, listed, revoked. Every time is the database's clock (issue 13; postgres/statements.ts).
@@ -59,8 +59,13 @@ export class PostgresTokens {
     return row && toToken(row);
   }
 
-  async list(): Promise<TokenRecord[]> {
-    return (await this.run<TokenRow>('tokenAll', [])).rows.map(toToken);
+  async list({ after, subject, limit }: TokenPage): Promise<TokenRecord[]> {
+    const { createdAt, id } = after ?? BEFORE_EVERY_TOKEN;
+    const result =
+      subject === null
+        ? await this.run<TokenRow>('tokenPage', [createdAt, id, limit])
+        : await this.run<TokenRow>('tokenPageOfSubject', [subject, createdAt, id, limit]);
+    return result.rows.map(toToken);
   }
 
   /** Its lifetime runs on the database's clock (`now`, the calling host's, is not used). */

@@ -17,6 +17,7 @@ import {
   type Store,
   StoreUnavailableError,
   type TicketRecord,
+  type TokenPage,
   type TokenRecord,
 } from '../store.js';
 import {
@@ -166,8 +167,8 @@ export class SqliteStore implements Store {
     return Promise.resolve(unavailableWhenBusy(() => this.tokens.find(id)));
   }
 
-  listTokens(): Promise<TokenRecord[]> {
-    return Promise.resolve(this.tokens.list());
+  listTokens(page: TokenPage): Promise<TokenRecord[]> {
+    return Promise.resolve(this.tokens.list(page));
   }
 
   revokeToken(id: string, at: number): Promise<boolean> {

@@ -1,5 +1,5 @@
 import type Database from 'better-sqlite3';
-import type { TicketRecord, TokenRecord } from '../store.js';
+import { BEFORE_EVERY_TOKEN, type TicketRecord, type TokenPage, type TokenRecord } from '../store.js';
 
 // API tokens on SQLite: stored with the hash of the secret (never the secret), found by their
 // public id, listed, revoked. Times are the issuing host's clock, as the caller gives them.
@@ -40,7 +40,11 @@ export function prepareTokenStatements(db: Database.Database) {
       'INSERT INTO api_tokens (id, secret_hash, subject, scopes, created_at, expires_at, revoked_at) VALUES (?, ?, ?, ?, ?, ?, ?)',
     ),
     byId: db.prepare('SELECT * FROM api_tokens WHERE id = ?'),
-    all: db.prepare('SELECT * FROM api_tokens ORDER BY created_at, id'),
+    // Through api_tokens_created and api_tokens_subject (migration 9): a page at any place in O(log n).
+    page: db.prepare('SELECT * FROM api_tokens WHERE (created_at, id) > (?, ?) ORDER BY created_at, id LIMIT ?'),
+    pageOfSubject: db.prepare(
+      'SELECT * FROM api_tokens WHERE subject = ? AND (created_at, id) > (?, ?) ORDER BY created_at, id LIMIT ?',
+    ),
     revoke: db.prepare('UPDATE api_tokens SET revoked_at = coalesce(revoked_at, ?) WHERE id = ?'),
     ticketInsert: db.prepare(
       'INSERT INTO event_tickets (hash, token_id, subject, scopes, expires_at, credential_expires_at) VALUES (?, ?, ?, ?, ?, ?)',
@@ -64,8 +68,13 @@ export class SqliteTokens {
     return row && toToken(row);
   }
 
-  list(): TokenRecord[] {
-    return (this.sql.all.all() as TokenRow[]).map(toToken);
+  list({ after, subject, limit }: TokenPage): TokenRecord[] {
+    const { createdAt, id } = after ?? BEFORE_EVERY_TOKEN;
+    const rows =
+      subject === null
+        ? this.sql.page.all(createdAt, id, limit)
+        : this.sql.pageOfSubject.all(subject, createdAt, id, limit);
+    return (rows as TokenRow[]).map(toToken);
   }
 
   /** Run inside a write transaction (the group commit): the insert and the sweep of expired ones. */
