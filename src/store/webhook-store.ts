@@ -132,7 +132,41 @@ export interface SubjectShares {
   readonly busy: ReadonlyMap<string, number>;
   /** The webhook the last claim ended with: this one starts after it (wrapping round to the first). */
   readonly after?: string | undefined;
+  /**
+   * How the claim treats a webhook `busy` does not count (one the dispatcher knows nothing of):
+   * without this, as one with nothing in flight (`perWebhook`); with it, a slow start (see
+   * Newcomers).
+   */
+  readonly newcomers?: Newcomers | undefined;
 }
+
+/**
+ * A slow start for the webhooks a dispatcher has no count for: such a webhook may take
+ * `byOrigin`'s room for its URL's origin (originOf) when the map has one (a receiver seen to
+ * answer), and otherwise `room` (1: one delivery in flight until its receiver is known), for at most
+ * `most` such webhooks in one claim (the newcomers' share of the process). A hanging receiver so
+ * costs one slot for one timeout before it is known, not its whole share (issue 36).
+ */
+export interface Newcomers {
+  readonly byOrigin: ReadonlyMap<string, number>;
+  readonly room: number;
+  readonly most: number;
+}
+
+/**
+ * The origin of a webhook's URL as the claim and the dispatcher both see it: everything before the
+ * path (scheme, `://`, authority), as PostgreSQL's `substring(url from '^[^:]+://[^/?#]*')` reads it.
+ */
+export function originOf(url: string): string {
+  const scheme = url.indexOf('://');
+  if (scheme < 0) return url;
+  const rest = url.slice(scheme + 3);
+  const end = rest.search(/[/?#]/);
+  return end < 0 ? url : url.slice(0, scheme + 3 + end);
+}
+/** originOf in PostgreSQL's words, for a column `url`. */
+export const ORIGIN_SQL = (column: string): string =>
+  `coalesce(substring(${column} from '^[^:]+://[^/?#]*'), ${column})`;
 
 /** No cap by subject, and the webhooks in id order (the tests that claim for themselves). */
 export const ANY_SUBJECT: SubjectShares = { perSubject: Number.MAX_SAFE_INTEGER, busy: new Map() };

@@ -20,19 +20,24 @@ import { TestReceiver, addWebhook, deliveryHarness, eventually } from './deliver
 
 const SCOPES = ['plants:read', 'plants:write', 'webhooks:read', 'webhooks:write'];
 
-/** A receiver that accepts every connection and never answers; `onOpen`/`onClose` hear of each. */
+/**
+ * A receiver that accepts every connection and never answers; `onOpen`/`onClose` hear of each. The
+ * first `answerFirst` requests are answered 204 (and their connection closed), the rest hang.
+ */
 async function hangingReceiver(
   t: Parameters<typeof deliveryHarness>[0],
   onOpen: (socket: Socket) => void = () => {},
   onClose: (socket: Socket) => void = () => {},
+  answerFirst = 0,
 ) {
   const sockets = new Set<Socket>();
   let accepted = 0;
   let closed = 0;
+  let answered = 0;
   const server = createServer((socket) => {
+    const answer = accepted < answerFirst;
     accepted++;
     sockets.add(socket);
-    socket.resume(); // read and drop the request: a client that gives up is then seen closing
     onOpen(socket);
     socket.on('close', () => {
       closed++;
@@ -40,6 +45,21 @@ async function hangingReceiver(
       onClose(socket);
     });
     socket.on('error', () => {});
+    if (!answer) {
+      socket.resume(); // read and drop the request: a client that gives up is then seen closing
+      return;
+    }
+    // Read the whole request (headers and Content-Length bytes of body), then answer and close.
+    let read = Buffer.alloc(0);
+    socket.on('data', (chunk: Buffer) => {
+      read = Buffer.concat([read, chunk]);
+      const end = read.indexOf('\r\n\r\n');
+      if (end < 0) return;
+      const length = Number(/content-length: *(\d+)/i.exec(read.subarray(0, end).toString('latin1'))?.[1] ?? 0);
+      if (read.length < end + 4 + length) return;
+      answered++;
+      socket.end('HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n');
+    });
   });
   server.listen(0, '127.0.0.1');
   await once(server, 'listening');
@@ -52,12 +72,22 @@ async function hangingReceiver(
     })());
   t.after(stop);
   const url = `http://127.0.0.1:${(server.address() as { port: number }).port}/hangs`;
-  return { url, accepted: () => accepted, closed: () => closed, open: () => new Set(sockets), stop };
+  return {
+    url,
+    accepted: () => accepted,
+    answered: () => answered,
+    closed: () => closed,
+    open: () => new Set(sockets),
+    stop,
+  };
 }
 
 test("a subject's hanging receivers hold at most its share; another subject's delivery does not wait for them", async (t) => {
   const h = await deliveryHarness(t);
-  const hanging = await hangingReceiver(t);
+  // Mallory's receiver answers its first 20 requests, then hangs: its webhooks and its origin are
+  // known to answer (without that, the slow start of issue 36 keeps each of them to one delivery
+  // in flight, and the subject's share is never reached), and then they all hang at once.
+  const hanging = await hangingReceiver(t, undefined, undefined, 20);
   const healthy = await new TestReceiver().start(t);
   const m = await h.token('mallory', SCOPES);
   const a = await h.token('alice', SCOPES);
@@ -71,19 +101,26 @@ test("a subject's hanging receivers hold at most its share; another subject's de
     const res = await h.call(token, { method: 'POST', url: '/plants', ...json(plantBody(String(id), `plant ${id}`)) });
     assert.equal(res.statusCode, 200, res.payload);
   };
-  // 15 plants of mallory's: 300 deliveries due, more than a process's 256 slots.
-  for (let id = 1; id <= 15; id++) await create(m, id);
-
   const settings = { ...h.settings, maxInFlight: 256, maxInFlightPerWebhook: 32, maxInFlightPerSubject: 64 };
   const log = { warn: () => {}, info: () => {}, error: () => {}, debug: () => {} } as unknown as FastifyBaseLogger;
   // Attempts that end only after the test (a minute): every one of mallory's stays out meanwhile.
   const sender = new WebhookSender({ allowPrivate: true, timeoutMs: 60_000, connectionsPerOrigin: 256 });
   const dispatcher = new Dispatcher(h.store, sender, new SecretBox(null), settings, log, undefined, () => h.now());
+  await create(m, 1);
   dispatcher.start();
   try {
     await eventually(
-      async () => (hanging.accepted() >= settings.maxInFlightPerSubject ? true : undefined),
-      () => `mallory's share of attempts out (${hanging.accepted()} connections)`,
+      async () => (hanging.answered() === 20 && hanging.open().size === 0 ? true : undefined),
+      () =>
+        `mallory's first plant delivered to each of its webhooks (${hanging.answered()} answered, ${hanging.accepted()} accepted, ${hanging.open().size} open)`,
+      30_000,
+    );
+    // 15 plants of mallory's: 300 deliveries due, more than a process's 256 slots.
+    for (let id = 2; id <= 16; id++) await create(m, id);
+    dispatcher.wake();
+    await eventually(
+      async () => (hanging.open().size >= settings.maxInFlightPerSubject ? true : undefined),
+      () => `mallory's share of attempts out (${hanging.open().size} connections)`,
       30_000,
     );
 
@@ -105,14 +142,16 @@ test("a subject's hanging receivers hold at most its share; another subject's de
 
     // Not one of mallory's attempts had ended: alice's delivery waited for none of them.
     const records = await h.call(m, { method: 'GET', url: `/webhooks/${mallorys[0]}/deliveries?limit=100` });
-    const deliveries = JSON.parse(records.payload) as Array<{ attempts: number }>;
-    assert.ok(deliveries.length >= 15);
-    assert.ok(
-      deliveries.every((d) => d.attempts === 0),
-      'no attempt of mallory is recorded yet',
+    const deliveries = JSON.parse(records.payload) as Array<{ attempts: number; status: string }>;
+    assert.equal(deliveries.length, 16);
+    assert.deepEqual(
+      deliveries.map((d) => [d.status, d.attempts]),
+      [...Array.from({ length: 15 }, () => ['pending', 0]), ['delivered', 1]],
+      'no attempt of mallory is recorded since its first plant',
     );
     // Mallory holds at most its share of the process's slots, whatever its 20 webhooks' shares add up to.
-    assert.ok(hanging.accepted() <= settings.maxInFlightPerSubject, `${hanging.accepted()} of mallory's attempts out`);
+    const out = hanging.accepted() - hanging.answered();
+    assert.ok(out <= settings.maxInFlightPerSubject, `${out} of mallory's attempts out`);
     assert.ok(alices.startsWith('wh_'));
   } finally {
     // Before the harness closes the store (its after-hook was registered first): the hanging
@@ -214,6 +253,84 @@ test('webhooks whose receivers hang, of many subjects at once, hold a quarter of
     assert.ok(maxOpen <= quarter, `the hanging receivers held ${maxOpen} connections at once (at most ${quarter})`);
   } finally {
     clearInterval(pressure);
+    for (const r of receivers) await r.stop();
+    await dispatcher.drain();
+    await sender.close();
+  }
+});
+
+// Issue 36, the slow start: a webhook whose receiver this process has not yet heard answer (a
+// newcomer) gets one delivery in flight, and the newcomers together at most a quarter of the
+// process, so receivers that hang from the start cost one slot each for one timeout before they
+// are known, not their webhook's or subject's share. Before it, ten such webhooks of five subjects
+// took every one of the 16 slots (4 each, 4 a subject) on their first claim, and a subject whose
+// receiver answers waited for their timeouts. Proven by order: alice's deliveries arrive while not
+// one hanging attempt has ended (the timeout is a minute), and at most a quarter were ever open.
+test('webhooks whose receivers hang from the start hold one delivery each, a quarter of the process together; a receiver that answered is not held back', async (t) => {
+  const h = await deliveryHarness(t);
+  const settings = { ...h.settings, maxInFlight: 16, maxInFlightPerWebhook: 4, maxInFlightPerSubject: 4 };
+  const quarter = settings.maxInFlight / 4;
+  let open = 0;
+  let maxOpen = 0;
+  const receivers: Array<Awaited<ReturnType<typeof hangingReceiver>>> = [];
+  for (let i = 0; i < 10; i++) {
+    receivers.push(
+      await hangingReceiver(
+        t,
+        () => void (maxOpen = Math.max(maxOpen, ++open)),
+        () => void open--,
+      ),
+    );
+  }
+  const healthy = await new TestReceiver().start(t);
+  const alice = await h.token('alice', SCOPES);
+  await addWebhook(h, alice, healthy.url);
+  let next = 1;
+  const create = async (token: string): Promise<void> => {
+    const id = next++;
+    const res = await h.call(token, { method: 'POST', url: '/plants', ...json(plantBody(String(id), `plant ${id}`)) });
+    assert.equal(res.statusCode, 200, res.payload);
+  };
+  const log = { warn: () => {}, info: () => {}, error: () => {}, debug: () => {} } as unknown as FastifyBaseLogger;
+  const sender = new WebhookSender({ allowPrivate: true, timeoutMs: 60_000, connectionsPerOrigin: 256 });
+  const dispatcher = new Dispatcher(h.store, sender, new SecretBox(null), settings, log, undefined, () => h.now());
+  dispatcher.start();
+  try {
+    // Alice's receiver answers once: it is known.
+    await create(alice);
+    await eventually(async () => (healthy.requests.length === 1 ? true : undefined), "alice's first delivery", 30_000);
+    // Five subjects of two webhooks each, every receiver hanging, four plants each: 40 deliveries due.
+    const hangers: string[] = [];
+    for (let s = 0; s < 5; s++) {
+      const token = await h.token(`hanger${s}`, SCOPES);
+      hangers.push(token);
+      for (const i of [2 * s, 2 * s + 1]) await addWebhook(h, token, receivers[i]!.url);
+    }
+    for (let round = 0; round < 4; round++) for (const token of hangers) await create(token);
+    dispatcher.wake();
+    await eventually(
+      async () => (open >= quarter ? true : undefined),
+      () => `the newcomers' quarter out (${open} open)`,
+      30_000,
+    );
+    for (let i = 2; i <= 6; i++) {
+      await create(alice);
+      dispatcher.wake();
+      await eventually(
+        async () => (healthy.requests.length === i ? true : undefined),
+        () => `alice's delivery ${i} (${healthy.requests.length} arrived)`,
+        30_000,
+      );
+    }
+    const closed = receivers.reduce((sum, r) => sum + r.closed(), 0);
+    assert.equal(closed, 0, 'no hanging attempt ended: alice waited for none');
+    assert.equal(maxOpen, quarter, `the hanging receivers held ${maxOpen} connections at once (a quarter: ${quarter})`);
+    assert.deepEqual(
+      receivers.map((r) => r.accepted()).filter((n) => n > 1),
+      [],
+      'one delivery in flight to each newcomer',
+    );
+  } finally {
     for (const r of receivers) await r.stop();
     await dispatcher.drain();
     await sender.close();

@@ -12,6 +12,7 @@ import {
   type DeliveryType,
   type DisabledReason,
   PING_TYPE,
+  ORIGIN_SQL,
   type SubjectShares,
   storableText,
 } from '../webhook-store.js';
@@ -83,24 +84,28 @@ const SQL = {
   // the one after $6, where this dispatcher's last claim ended (round robin), and a subject's
   // several webhooks together keep to its share (contract 1.3.0: one subject's hanging receivers
   // once held every slot of a process).
+  // A webhook $5 does not count, when $9 is given, takes $9's room for its URL's origin, or is a
+  // newcomer (room NULL): $10 deliveries, for at most $11 newcomers in the claim (a slow start).
   claim: `WITH turns AS MATERIALIZED (
-      SELECT id, owner, row_number() OVER (ORDER BY id <= coalesce($6::text, ''), id) AS turn
+      SELECT id, owner, row_number() OVER (ORDER BY id <= coalesce($6::text, ''), id) AS turn,
+        CASE WHEN $9::jsonb IS NULL OR $5::jsonb ? id THEN $3 - coalesce(($5::jsonb ->> id)::int, 0)
+          ELSE ($9::jsonb ->> ${ORIGIN_SQL('url')})::int END AS room
       FROM webhooks WHERE status = 'active'),
     candidate AS (
-      SELECT d.id, t.owner, t.turn, d.next_attempt_at FROM turns t CROSS JOIN LATERAL (
+      SELECT d.id, t.owner, t.turn, d.next_attempt_at, t.room IS NULL AS newcomer FROM turns t CROSS JOIN LATERAL (
         SELECT id, next_attempt_at FROM deliveries
         WHERE webhook_id = t.id AND status = 'pending' AND next_attempt_at <= ${NOW}
           AND (lease_until IS NULL OR lease_until < ${NOW})
         ORDER BY next_attempt_at, id
-        LIMIT greatest(0, least($3 - coalesce(($5::jsonb ->> t.id)::int, 0),
-          $7 - coalesce(($8::jsonb ->> t.owner)::int, 0)))
+        LIMIT greatest(0, least(coalesce(t.room, $10), $7 - coalesce(($8::jsonb ->> t.owner)::int, 0)))
         FOR UPDATE SKIP LOCKED) d),
     chosen AS (
       SELECT id, turn, next_attempt_at FROM (
-        SELECT id, owner, turn, next_attempt_at,
-          row_number() OVER (PARTITION BY owner ORDER BY turn, next_attempt_at, id) AS nth
+        SELECT id, owner, turn, next_attempt_at, newcomer,
+          row_number() OVER (PARTITION BY owner ORDER BY turn, next_attempt_at, id) AS nth,
+          dense_rank() OVER (PARTITION BY newcomer ORDER BY turn) AS nth_newcomer
         FROM candidate) c
-      WHERE nth <= $7 - coalesce(($8::jsonb ->> owner)::int, 0)
+      WHERE nth <= $7 - coalesce(($8::jsonb ->> owner)::int, 0) AND (NOT newcomer OR nth_newcomer <= $11)
       ORDER BY turn, next_attempt_at, id
       LIMIT $4),
     -- Pings are sent whatever the webhook's status: those of disabled webhooks (few), each through
@@ -273,6 +278,13 @@ export class PostgresDeliveries {
         ...[holder, leaseMs, perWebhook, limit, JSON.stringify(Object.fromEntries(busy))],
         ...[subjects.after ?? null, Math.min(subjects.perSubject, 2 ** 31 - 1)],
         JSON.stringify(Object.fromEntries(subjects.busy)),
+        ...(subjects.newcomers === undefined
+          ? [null, 0, 0]
+          : [
+              JSON.stringify(Object.fromEntries(subjects.newcomers.byOrigin)),
+              subjects.newcomers.room,
+              subjects.newcomers.most,
+            ]),
       ],
       this.dispatch(),
     );

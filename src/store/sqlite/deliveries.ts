@@ -11,6 +11,7 @@ import {
   type DisabledReason,
   PING_TYPE,
   type SubjectShares,
+  originOf,
 } from '../webhook-store.js';
 
 // Deliveries on SQLite: made from the event log behind a cursor (fanOut), leased by the
@@ -79,7 +80,7 @@ export function prepareDeliveryStatements(db: Database.Database) {
     retryDelivery: q(`UPDATE deliveries SET status = 'pending', next_attempt_at = :now,
       retry_asked_at = CASE WHEN lease_owner IS NOT NULL AND lease_until >= :now THEN :now END
       WHERE id = :id AND webhook_id = :webhook`),
-    activeWebhooks: q("SELECT id, owner FROM webhooks WHERE status = 'active' ORDER BY id"),
+    activeWebhooks: q("SELECT id, owner, url FROM webhooks WHERE status = 'active' ORDER BY id"),
     // Pings are sent whatever the webhook's status: those of disabled webhooks, through deliveries_due_pings.
     duePingsOfDisabled: q(`SELECT d.id FROM deliveries d INDEXED BY deliveries_due_pings
       WHERE d.status = 'pending' AND d.type = '${PING_TYPE}' AND d.next_attempt_at <= ?
@@ -191,8 +192,16 @@ export class SqliteDeliveries {
     };
     // Round robin from the webhook after the last claim's, so that no webhook's id puts it first at
     // every claim: walked from the first id each time, 8 hanging webhooks took all 256 slots.
-    const webhooks = this.sql.activeWebhooks.all() as Array<{ id: string; owner: string }>;
-    const { after } = subjects;
+    const webhooks = this.sql.activeWebhooks.all() as Array<{ id: string; owner: string; url: string }>;
+    const { after, newcomers } = subjects;
+    let newcomersLeft = newcomers?.most ?? 0;
+    // A webhook the dispatcher has no count for takes its room by its receiver's origin, or is a
+    // newcomer (a slow start: Newcomers). Undefined: a newcomer.
+    const roomOf = (webhookId: string, url: string): number | undefined => {
+      const held = busy.get(webhookId);
+      if (held !== undefined || newcomers === undefined) return perWebhook - (held ?? 0);
+      return newcomers.byOrigin.get(originOf(url));
+    };
     const start =
       after === undefined
         ? 0
@@ -202,10 +211,12 @@ export class SqliteDeliveries {
           );
     const taken = new Map<string, number>(); // by subject, in this claim
     for (let i = 0; i < webhooks.length && claimed.length < limit; i++) {
-      const { id: webhookId, owner } = webhooks[(start + i) % webhooks.length]!;
+      const { id: webhookId, owner, url } = webhooks[(start + i) % webhooks.length]!;
       const held = (subjects.busy.get(owner) ?? 0) + (taken.get(owner) ?? 0);
+      const own = roomOf(webhookId, url);
+      const newcomer = own === undefined;
       const room = Math.min(
-        perWebhook - (busy.get(webhookId) ?? 0),
+        newcomer ? (newcomersLeft > 0 ? newcomers!.room : 0) : own,
         subjects.perSubject - held,
         limit - claimed.length,
       );
@@ -213,6 +224,7 @@ export class SqliteDeliveries {
       const due = this.sql.dueOf.all(webhookId, now, now, room) as bigint[];
       for (const id of due) lease(id);
       taken.set(owner, (taken.get(owner) ?? 0) + due.length);
+      if (newcomer && due.length > 0) newcomersLeft -= 1;
     }
     if (claimed.length < limit) {
       for (const id of this.sql.duePingsOfDisabled.all(now, now, limit - claimed.length) as bigint[]) lease(id);
