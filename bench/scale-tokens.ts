@@ -1,9 +1,51 @@
 // bench/scale.ts, axis `tokens`: authentication per request with `n` tokens stored, cached (the
-// record reused for the token cache's time) and not (a lookup by the token's id), and `token list`.
+// record reused for the token cache's time) and not (a lookup by the token's id), and `token list`:
+// the whole list and one page of 100 from the middle (--after), each as a process, its wall time
+// and peak RSS (/usr/bin/time's maximum resident set). With BENCH_SCALE_CHECKOUT=<dir> (a built
+// worktree of another commit, the A) the `token list` rows are measured for A and for this
+// checkout (B), alternating, in one run; A runs on its own schema (B's token indexes dropped).
+import { execFileSync } from 'node:child_process';
+import { readFileSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
 import { TokenAuthenticator } from '../src/auth/authenticator.js';
 import { hashToken, mintToken } from '../src/auth/token.js';
-import { percentile } from './harness.js';
-import { type Measure, type RunDb, cli } from './scale-kit.js';
+import { median, percentile } from './harness.js';
+import { BIN, type Measure, type RunDb } from './scale-kit.js';
+
+/** The page of `token list --limit … --after <the middle>`. */
+const PAGE = 100;
+/** Rounds of each `token list` measure (A and B alternating): the median is reported. */
+const ROUNDS = 3;
+/** The indexes migration 9 (SQLite) / 8 (PostgreSQL) adds: B's schema has them, A's (before) not. */
+const TOKEN_INDEXES = [
+  'CREATE INDEX IF NOT EXISTS api_tokens_created ON api_tokens (created_at, id)',
+  'CREATE INDEX IF NOT EXISTS api_tokens_subject ON api_tokens (subject, created_at, id)',
+];
+
+interface Run {
+  readonly ms: number;
+  readonly rssKiB: number;
+  readonly stdout: string;
+}
+
+/** `plant-store <args>` of `bin` as a process: its wall time, its peak RSS and what it printed. */
+function run(db: RunDb, bin: string, args: string[]): Run {
+  const rssFile = join(db.dir, 'maxrss');
+  const started = performance.now();
+  const stdout = execFileSync('/usr/bin/time', ['-f', '%M', '-o', rssFile, process.execPath, bin, ...args], {
+    env: { ...process.env, DATABASE_URL: db.url },
+    encoding: 'utf8',
+    maxBuffer: 1 << 30,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const ms = performance.now() - started;
+  const rssKiB = Number(readFileSync(rssFile, 'utf8').trim().split('\n').at(-1));
+  rmSync(rssFile);
+  return { ms, rssKiB, stdout };
+}
+
+/** The table's cells, whatever their padding: what A and B must both print. */
+const cells = (text: string): string => text.replace(/ +/g, ' ');
 
 /** The tokens really authenticated; the rest of the `n` are rows that only fill the table and its index. */
 const REAL = 1000;
@@ -54,11 +96,84 @@ export async function tokensAxis(db: RunDb, n: number): Promise<Measure[]> {
     await measure(cachedAuth, 1);
     const cached = await measure(cachedAuth, 20);
 
-    const listStarted = performance.now();
-    const listed = cli(db, ['token', 'list']);
-    const listMs = performance.now() - listStarted;
-    const lines = listed.split('\n').length - 2;
-    if (lines < n) throw new Error(`token list printed ${lines} of ${n} tokens`);
+    // The middle of the listing (creation, then id): the fillers share one created_at, so by id.
+    const middle = `f${String(Math.floor((n - real) / 2)).padStart(11, '0')}`;
+    const pageSize = Math.min(PAGE, Math.floor((n - real) / 4)); // fewer with --quick
+    const a = process.env.BENCH_SCALE_CHECKOUT;
+    const bins: Array<[string, string]> =
+      a === undefined
+        ? [['', BIN]]
+        : [
+            ['A ', join(a, 'bin/plant-store.js')],
+            ['B ', BIN],
+          ];
+    const whole = new Map<string, Run[]>();
+    const json = new Map<string, Run[]>();
+    const page = new Map<string, Run[]>();
+    for (let round = 0; round < ROUNDS; round++) {
+      for (const [label, bin] of bins) {
+        await db.sql(
+          label === 'A '
+            ? 'DROP INDEX IF EXISTS api_tokens_created;\nDROP INDEX IF EXISTS api_tokens_subject'
+            : TOKEN_INDEXES.join(';\n'),
+        );
+        const listed = run(db, bin, ['token', 'list']);
+        const lines = listed.stdout.split('\n').length - 2;
+        if (lines < n) throw new Error(`${label}token list printed ${lines} of ${n} tokens`);
+        whole.set(label, [...(whole.get(label) ?? []), listed]);
+        const asJson = run(db, bin, ['token', 'list', '--json']);
+        if ((JSON.parse(asJson.stdout) as unknown[]).length !== n)
+          throw new Error(`${label}token list --json: not ${n}`);
+        json.set(label, [...(json.get(label) ?? []), asJson]);
+        if (label === 'A ') continue; // A has no --after: the whole list was the only way to that page
+        const one = run(db, bin, ['token', 'list', '--limit', String(pageSize), '--after', middle]);
+        const rows = one.stdout.trimEnd().split('\n');
+        if (
+          rows.length !== pageSize + 1 ||
+          !rows[1]!.startsWith(`f${String(Math.floor((n - real) / 2) + 1).padStart(11, '0')} `)
+        )
+          throw new Error(`${label}token list --after ${middle}: ${rows.length - 1} rows, first ${rows[1]}`);
+        page.set(label, [...(page.get(label) ?? []), one]);
+      }
+    }
+    if (a !== undefined && cells(whole.get('A ')![0]!.stdout) !== cells(whole.get('B ')![0]!.stdout))
+      throw new Error('A and B printed different token lists');
+    if (a !== undefined && json.get('A ')![0]!.stdout !== json.get('B ')![0]!.stdout)
+      throw new Error('A and B printed different JSON');
+    const listRows = [...whole].flatMap(([label, runs]): Measure[] => [
+      {
+        name: `${label}\`token list\` (a process, every token in one table): wall time`,
+        value: median(runs.map((r) => r.ms)),
+        unit: 'ms',
+        perOp: false,
+      },
+      {
+        name: `${label}\`token list\`: peak RSS of the process`,
+        value: median(runs.map((r) => r.rssKiB)) / 1024,
+        unit: 'MiB',
+        perOp: true,
+      },
+      {
+        name: `${label}\`token list --json\`: peak RSS of the process`,
+        value: median(json.get(label)!.map((r) => r.rssKiB)) / 1024,
+        unit: 'MiB',
+        perOp: true,
+      },
+    ]);
+    const pageRows = [...page].flatMap(([label, runs]): Measure[] => [
+      {
+        name: `${label}\`token list --limit 100 --after <the middle>\` (a process): wall time`,
+        value: median(runs.map((r) => r.ms)),
+        unit: 'ms',
+        perOp: true,
+      },
+      {
+        name: `${label}\`token list --limit 100 --after <the middle>\`: peak RSS`,
+        value: median(runs.map((r) => r.rssKiB)) / 1024,
+        unit: 'MiB',
+        perOp: true,
+      },
+    ]);
     return [
       {
         name: 'authentication, not cached (a lookup by id): CPU per request',
@@ -68,13 +183,14 @@ export async function tokensAxis(db: RunDb, n: number): Promise<Measure[]> {
       },
       { name: 'authentication, not cached: p50 wall time', value: uncached.p50Us, unit: 'µs', perOp: true },
       { name: 'authentication, cached: CPU per request', value: cached.cpuUs, unit: 'µs', perOp: true },
+      ...listRows,
       {
-        name: '`token list` (a process, every token in one table): wall time',
-        value: listMs,
-        unit: 'ms',
+        name: '`token list`: output',
+        value: whole.get(bins.at(-1)![0])![0]!.stdout.length / 1024,
+        unit: 'KiB',
         perOp: false,
       },
-      { name: '`token list`: output', value: listed.length / 1024, unit: 'KiB', perOp: false },
+      ...pageRows,
     ];
   } finally {
     await store.close();
