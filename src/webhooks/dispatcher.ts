@@ -4,16 +4,11 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { EventSettings } from '../config.js';
 import { failureFields, type Store } from '../store/store.js';
 import { FAN_OUT_BATCH } from '../store/event-store.js';
-import {
-  type AttemptOutcome,
-  type AttemptRecorded,
-  type ClaimedDelivery,
-  originOf,
-  PING_TYPE,
-} from '../store/webhook-store.js';
+import { type AttemptOutcome, type AttemptRecorded, type ClaimedDelivery, PING_TYPE } from '../store/webhook-store.js';
 import type { ApiPressure } from './api-pressure.js';
 import { type AttemptResultKind, attemptResultKind } from './attempt-result.js';
 import { logDisabled } from './disabled-log.js';
+import { ReceiverKnowledge } from './receiver-knowledge.js';
 import { outcomeOf } from './outcome.js';
 import type { SecretBox } from './secret-box.js';
 import type { WebhookAttempt, WebhookSender } from './sender.js';
@@ -22,14 +17,6 @@ import { tracing, untraced } from '../tracing-hooks.js';
 
 /** How many deliveries one claim leases at most. */
 const CLAIM_BATCH = 64;
-/** The part of the process's deliveries in flight that the struggling webhooks hold together, at most. */
-const STRUGGLING_SHARE = 1 / 4;
-/**
- * The part that the newcomers hold together, at most: the webhooks whose receiver this process has
- * not yet heard answer, one delivery each (a slow start). With the struggling's quarter, half of the
- * process is always left to the receivers known to answer.
- */
-const NEWCOMER_SHARE = 1 / 4;
 /** The longest sleep between two looks for due deliveries, whatever woke or did not wake it. */
 const MAX_IDLE_MS = 1000;
 const USER_AGENT = 'plant-store-webhooks/1.2.0';
@@ -56,7 +43,8 @@ export { outcomeOf } from './outcome.js';
  * second. At most `maxInFlight` requests are out, `maxInFlightPerWebhook` to one webhook and
  * `maxInFlightPerSubject` to one subject's webhooks together, and each claim starts at the webhook
  * after the last one's (round robin), so a slow receiver, or a subject's many, holds only its own
- * share; while HTTP requests saturate the process (`pressure`),
+ * share; the webhooks whose receivers struggle, and those whose receivers are not yet heard, hold a
+ * quarter each, one delivery apiece (ReceiverKnowledge); while HTTP requests saturate the process (`pressure`),
  * only UNDER_PRESSURE_IN_FLIGHT, with a look at most every UNDER_PRESSURE_LOOK_MS, so the API keeps
  * its speed and the deliveries catch up after.
  */
@@ -67,26 +55,8 @@ export class Dispatcher {
   private readonly inFlightBySubject = new Map<string, number>();
   /** The webhook the last claim ended with: the next starts after it (round robin). */
   private lastClaimedWebhook: string | undefined;
-  /**
-   * The webhooks whose last attempt in this process did not succeed (a receiver that hangs, fails
-   * or is away), until one does; the longest without a slot first. Together they hold at most a
-   * quarter of the process, one delivery each (STRUGGLING_SHARE): the per-subject share bounds one
-   * subject, and this bounds many subjects failing at once, whose shares add up to more than the
-   * process (issue 36: a quarter of 1,000 webhooks hanging took every slot).
-   */
-  private readonly struggling = new Set<string>();
-  /**
-   * What this process knows of receivers, for the slow start (issue 36: hanging receivers were known
-   * only after each webhook's first timeout, and 10,000 webhooks with a quarter hanging lost every
-   * healthy delivery). `answering`: the origins whose last attempt got a whole answer (any
-   * status), each with the room a webhook of it may take at once (maxInFlightPerWebhook);
-   * `answered`: the webhooks whose last attempt succeeded, with their origin; `trying`: the
-   * newcomers in flight (one delivery each) whose origin was not known to answer when claimed. A webhook in none of these,
-   * and not struggling, is a newcomer: one delivery, within NEWCOMER_SHARE of the process.
-   */
-  private readonly answering = new Map<string, number>();
-  private readonly answered = new Map<string, string>();
-  private readonly trying = new Map<string, string>();
+  /** Which receivers are known to answer, to struggle, or not yet (the claims' shares). */
+  private readonly receivers: ReceiverKnowledge;
   private readonly sending = new Set<Promise<void>>();
   private running = false;
   private looking = false;
@@ -108,7 +78,9 @@ export class Dispatcher {
     private readonly clock: () => number = Date.now,
     /** Told of every attempt once, as it ends (the metrics: docs/monitoring.md). */
     private readonly observe?: (result: AttemptResultKind, seconds: number) => void,
-  ) {}
+  ) {
+    this.receivers = new ReceiverKnowledge(settings.maxInFlightPerWebhook);
+  }
 
   /** How many requests may be out now. */
   private get capacity(): number {
@@ -183,13 +155,13 @@ export class Dispatcher {
       const capacity = this.capacity;
       while (this.running && this.total < capacity) {
         const room = Math.min(CLAIM_BATCH, capacity - this.total);
-        const busy = this.busyForClaim(capacity);
+        const rooms = this.receivers.forClaim(capacity, this.inFlight);
         const claimed = await this.store.claimDeliveries(
           this.holder,
           this.settings.leaseMs,
           room,
           this.settings.maxInFlightPerWebhook,
-          busy,
+          rooms.busy,
           // Under pressure only as many events are fanned out as can be sent: a burst of creates
           // is not slowed by its webhooks, and the rest is fanned out once it ends.
           saturated ? room : FAN_OUT_BATCH,
@@ -197,22 +169,11 @@ export class Dispatcher {
             perSubject: this.settings.maxInFlightPerSubject,
             busy: this.inFlightBySubject,
             after: this.lastClaimedWebhook,
-            newcomers: {
-              byOrigin: this.answering,
-              room: 1,
-              most: Math.max(0, share(capacity, NEWCOMER_SHARE) - this.trying.size),
-            },
+            newcomers: rooms.newcomers,
           },
         );
         this.lastClaimedWebhook = claimed.at(-1)?.webhook.id ?? this.lastClaimedWebhook;
-        for (const { webhook } of claimed) {
-          // A struggling webhook that got its probe goes to the back of the line for the next.
-          if (this.struggling.delete(webhook.id)) this.struggling.add(webhook.id);
-          else if (!busy.has(webhook.id)) {
-            const origin = originOf(webhook.url);
-            if (!this.answering.has(origin)) this.trying.set(webhook.id, origin);
-          }
-        }
+        this.receivers.claimed(claimed, rooms);
         for (const delivery of claimed) this.send(delivery);
         if (claimed.length < room) break;
       }
@@ -228,51 +189,6 @@ export class Dispatcher {
     if (this.running) {
       this.timer = setTimeout(() => this.wake(), sleepMs);
       this.timer.unref();
-    }
-  }
-
-  /**
-   * What the claim counts as each webhook's deliveries in flight: the real counts, but a newcomer
-   * in flight counts as full until its receiver is heard (a slow start), a webhook that succeeded
-   * last counts (so it is no newcomer) even where its origin's last attempt got no answer, and a
-   * struggling webhook counts as full unless it is among the first of them (longest without a
-   * slot) for which room is left in their quarter of the process, and then it may take one.
-   */
-  private busyForClaim(capacity: number): ReadonlyMap<string, number> {
-    const full = this.settings.maxInFlightPerWebhook;
-    const busy = new Map(this.inFlight);
-    for (const [id, origin] of this.answered) {
-      if (!this.answering.has(origin) && !busy.has(id)) busy.set(id, 0);
-    }
-    for (const [id, origin] of this.trying) if (!this.answering.has(origin)) busy.set(id, full);
-    if (this.struggling.size === 0) return busy;
-    let held = 0;
-    for (const id of this.struggling) held += this.inFlight.get(id) ?? 0;
-    let probes = share(capacity, STRUGGLING_SHARE) - held;
-    for (const id of this.struggling) {
-      const own = this.inFlight.get(id) ?? 0;
-      if (own === 0 && probes > 0) {
-        busy.set(id, full - 1);
-        probes -= 1;
-      } else busy.set(id, full);
-    }
-    return busy;
-  }
-
-  /** What an attempt's end says of its webhook and of its receiver's origin (see `answering`). */
-  private learn(webhook: ClaimedDelivery['webhook'], result: WebhookAttempt): void {
-    const { id } = webhook;
-    const origin = originOf(webhook.url);
-    this.trying.delete(id);
-    if (result.status !== undefined && result.error === undefined) {
-      this.answering.set(origin, this.settings.maxInFlightPerWebhook);
-    } else this.answering.delete(origin);
-    if (attemptResultKind(result) === 'delivered') {
-      this.struggling.delete(id);
-      this.answered.set(id, origin);
-    } else {
-      this.struggling.add(id);
-      this.answered.delete(id);
     }
   }
 
@@ -334,7 +250,7 @@ export class Dispatcher {
       }
     }
     this.observe?.(attemptResultKind(result!), result!.durationMs / 1000);
-    this.learn(delivery.webhook, result!);
+    this.receivers.learn(delivery.webhook, result!);
     // The schedule counts from its last start (a recover); a ping is attempted once.
     const outcome = outcomeOf(attempt - delivery.scheduleFrom, result!, this.settings, Math.random, {
       now: this.clock(),
@@ -415,9 +331,6 @@ export class Dispatcher {
     await this.store.releaseLeases(this.holder).catch(() => {});
   }
 }
-
-/** A share of the process's capacity, in deliveries: at least one. */
-const share = (capacity: number, part: number): number => Math.max(1, Math.floor(capacity * part));
 
 /** Adds `by` to `key`'s count, forgetting a key whose count reaches 0. */
 function count(counts: Map<string, number>, key: string, by: number): void {
