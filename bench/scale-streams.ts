@@ -2,14 +2,35 @@
 // token may hold: n/5 tokens made through the store), held by this process. The service's memory
 // and open files with them; its CPU at idle (the per-second checks of every stream's token); then
 // one event at a time (5 of them) fanned out to every stream: from the POST sent to each stream's
-// `id:` line, p50 and p99 over all of them.
-import { readdirSync } from 'node:fs';
-import { type ClientRequest, request } from 'node:http';
+// `id:` line, p50 and p99 over all of them. The streams are read as plain sockets (the `id:` lines
+// found in the bytes, no HTTP parser): this one process receives all n of them, and what it spends
+// per stream comes after the service's work in every arrival it times. So the service's own time
+// is measured too: its debug line `change feed: events written to the streams` (LOG_LEVEL=debug),
+// logged once every stream's write has gone out, against the POST; and both processes' CPU per event.
+import { readFileSync, readdirSync, statSync } from 'node:fs';
+import { type Socket, connect } from 'node:net';
+import { join } from 'node:path';
 import { hashToken, mintToken } from '../src/auth/token.js';
 import { cpuMsOf, percentile, rss, sleep } from './harness.js';
 import { type Measure, type RunDb, call, expectStatus, mint, serve, until } from './scale-kit.js';
 
 const EVENTS = 5;
+const ID_LINE = /^id: (\d+)\r?$/gm;
+const FAN_OUT = 'change feed: events written to the streams';
+
+/** The service's log (the harness writes it to the run's folder): when its fan-out of each event ended. */
+function fanOutEnds(dir: string): Map<string, number> {
+  const logs = readdirSync(dir).filter((f) => /^child-.*\.log$/.test(f));
+  const newest = logs.sort((a, b) => statSync(join(dir, b)).mtimeMs - statSync(join(dir, a)).mtimeMs)[0];
+  const ends = new Map<string, number>();
+  if (newest === undefined) return ends;
+  for (const line of readFileSync(join(dir, newest), 'utf8').split('\n')) {
+    if (!line.includes(FAN_OUT)) continue;
+    const { event, time } = JSON.parse(line) as { event: string; time: number };
+    ends.set(event, time);
+  }
+  return ends;
+}
 
 export async function streamsAxis(db: RunDb, n: number, quick: boolean): Promise<Measure[]> {
   const store = await db.openStore();
@@ -32,9 +53,9 @@ export async function streamsAxis(db: RunDb, n: number, quick: boolean): Promise
     await store.close();
   }
   const writer = mint(db, 'fan', 'plants:read,plants:write');
-  const server = await serve(db);
+  const server = await serve(db, { LOG_LEVEL: 'debug' });
   const pid = server.child.pid!;
-  const requests: ClientRequest[] = [];
+  const sockets: Socket[] = [];
   try {
     await expectStatus(call(server.url, 'POST', '/plants', writer, JSON.stringify({ id: 1, name: 'warm-up' })), 200);
     await sleep(1000);
@@ -45,24 +66,28 @@ export async function streamsAxis(db: RunDb, n: number, quick: boolean): Promise
     let open = 0;
     const openOne = (token: string): Promise<void> =>
       new Promise((resolve, reject) => {
-        const req = request(`${server.url}/events`, { headers: { authorization: `Bearer ${token}` } }, (res) => {
-          if (res.statusCode !== 200) return reject(new Error(`a stream answered ${res.statusCode}`));
-          open += 1;
-          res.setEncoding('utf8');
-          res.on('data', (chunk: string) => {
-            const at = performance.now();
-            for (const m of chunk.matchAll(/^id: (\d+)$/gm)) {
-              const list = seen.get(m[1]!) ?? [];
-              list.push(at);
-              seen.set(m[1]!, list);
-            }
-          });
-          res.on('error', () => {});
-          resolve();
+        const socket = connect(server.port, '127.0.0.1');
+        sockets.push(socket);
+        let head = true;
+        socket.on('data', (chunk: Buffer) => {
+          const at = performance.now();
+          const text = chunk.toString('latin1');
+          if (head) {
+            head = false;
+            if (!text.startsWith('HTTP/1.1 200 ')) return reject(new Error(`a stream answered ${text.slice(0, 12)}`));
+            open += 1;
+            resolve();
+          }
+          for (const m of text.matchAll(ID_LINE)) {
+            const list = seen.get(m[1]!) ?? [];
+            list.push(at);
+            seen.set(m[1]!, list);
+          }
         });
-        req.on('error', (e) => (open < n ? reject(e) : undefined));
-        req.end();
-        requests.push(req);
+        socket.on('error', (e) => (open < n ? reject(e) : undefined));
+        socket.write(
+          `GET /events HTTP/1.1\r\nhost: 127.0.0.1\r\naccept: text/event-stream\r\nauthorization: Bearer ${token}\r\n\r\n`,
+        );
       });
     for (let i = 0; i < n; i += 100)
       await Promise.all(
@@ -77,8 +102,14 @@ export async function streamsAxis(db: RunDb, n: number, quick: boolean): Promise
     const idleCpu = (cpuMsOf(pid) - cpu) / idleSeconds;
 
     const latencies: number[] = [];
+    /** Per event: its id, and when the POST was sent (epoch ms, as the service's log). */
+    const sent: Array<{ id: string; at: number }> = [];
+    let serviceCpu = 0;
+    let clientCpu = 0;
     for (let e = 0; e < EVENTS; e++) {
-      const sent = performance.now();
+      const cpuBefore = [cpuMsOf(pid), process.cpuUsage()] as const;
+      const sentAt = Date.now();
+      const started = performance.now();
       await expectStatus(
         call(server.url, 'POST', '/plants', writer, JSON.stringify({ id: 100 + e, name: `fan-out ${e}` })),
         200,
@@ -86,10 +117,17 @@ export async function streamsAxis(db: RunDb, n: number, quick: boolean): Promise
       const arrivals = (): number[] => [...seen.values()][0] ?? [];
       await until(() => arrivals().length >= n, 60_000, 'the event on every stream');
       if (seen.size !== 1) throw new Error(`streams saw ${seen.size} events, not one`);
-      latencies.push(...arrivals().map((at) => at - sent));
+      serviceCpu += cpuMsOf(pid) - cpuBefore[0];
+      const client = process.cpuUsage(cpuBefore[1]);
+      clientCpu += (client.user + client.system) / 1000;
+      latencies.push(...arrivals().map((at) => at - started));
+      sent.push({ id: [...seen.keys()][0]!, at: sentAt });
       seen.clear();
       await sleep(500);
     }
+    await sleep(200); // the service's log lines are written a turn later
+    const ends = fanOutEnds(db.dir);
+    const own = sent.map(({ id, at }) => (ends.get(id) ?? Number.NaN) - at);
     return [
       { name: 'service RSS with every stream open', value: rssWith, unit: 'MiB', perOp: false },
       { name: 'RSS per stream', value: ((rssWith - rssBefore) / n) * 1024, unit: 'KiB', perOp: true },
@@ -110,9 +148,27 @@ export async function streamsAxis(db: RunDb, n: number, quick: boolean): Promise
         unit: 'ms',
         perOp: true,
       },
+      {
+        name: "fan-out: the service's own time, POST to its last write (its log), slowest event",
+        value: Math.max(...own),
+        unit: 'ms',
+        perOp: false,
+      },
+      {
+        name: 'fan-out: service CPU per event (the POST and the writes)',
+        value: serviceCpu / EVENTS,
+        unit: 'ms',
+        perOp: false,
+      },
+      {
+        name: 'fan-out: client CPU per event (receiving every stream)',
+        value: clientCpu / EVENTS,
+        unit: 'ms',
+        perOp: false,
+      },
     ];
   } finally {
-    for (const req of requests) req.destroy();
+    for (const socket of sockets) socket.destroy();
     await server.stop();
   }
 }

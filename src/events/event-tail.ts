@@ -8,6 +8,17 @@ export interface TailSubscriber {
   heartbeat(): void;
 }
 
+/** One read's events handed to every stream, once their writes have gone out (LOG_LEVEL=debug logs it). */
+export interface FanOut {
+  /** The id of the last event of the read. */
+  readonly last: bigint;
+  readonly events: number;
+  /** The streams they were offered to (each takes the ones it may see). */
+  readonly streams: number;
+  /** From the read's answer to the writes' end, in ms. */
+  readonly ms: number;
+}
+
 /** The most events one read of the log takes. */
 export const PAGE = 500;
 
@@ -30,6 +41,8 @@ export class EventTail {
     private readonly store: EventStore,
     private readonly heartbeatMs: number,
     private readonly onError: (error: unknown) => void,
+    /** Told of each read's fan-out: what the service itself spent on it, whatever its clients are doing. */
+    private readonly onFanOut?: (fanOut: FanOut) => void,
   ) {}
 
   get size(): number {
@@ -78,9 +91,16 @@ export class EventTail {
     try {
       while (this.last !== undefined && this.subscribers.size > 0) {
         const events = await this.store.readEvents(this.last, null, PAGE);
+        const read = performance.now();
         for (const event of events) {
           this.last = event.id;
           for (const s of this.subscribers) s.offer(event);
+        }
+        if (this.onFanOut !== undefined && events.length > 0) {
+          const fanOut = { last: this.last, events: events.length, streams: this.subscribers.size };
+          const told = this.onFanOut;
+          // By the next turn of the event loop, the writes a response defers to the end of this tick are done.
+          setImmediate(() => told({ ...fanOut, ms: performance.now() - read }));
         }
         if (events.length < PAGE) return;
       }

@@ -172,8 +172,17 @@ export function eventRoutes(
   tickets: EventTickets,
 ): FastifyPluginAsyncTypebox {
   return async (app) => {
-    const tail = new EventTail(store, options.heartbeatMs, (error) =>
-      app.log.warn(failureFields(error), 'change feed: could not read the event log; trying again'),
+    const tail = new EventTail(
+      store,
+      options.heartbeatMs,
+      (error) => app.log.warn(failureFields(error), 'change feed: could not read the event log; trying again'),
+      ['debug', 'trace'].includes(app.log.level)
+        ? ({ last, events, streams, ms }) =>
+            app.log.debug(
+              { event: String(last), events, streams, ms: Math.round(ms * 10) / 10 },
+              'change feed: events written to the streams',
+            )
+        : undefined,
     );
     registry.useTail(tail);
     app.addHook('preClose', (done) => {
