@@ -99,36 +99,45 @@ async function emit(text: string): Promise<void> {
 class ListPrinter {
   private readonly widths = LIST_HEADER.map((cell) => cell.length);
   private rows: string[][] = [];
-  private header = true;
+  private json: string[] = [];
+  private first = true;
   private readonly now = Date.now();
   count = 0;
 
-  constructor(private readonly json: boolean) {}
+  constructor(private readonly asJson: boolean) {}
 
   async add(t: TokenRecord): Promise<void> {
     const status = statusOf(t, this.now);
-    if (this.json) {
+    if (this.asJson) {
       const { id, subject, scopes } = t;
       const [createdAt, expiresAt, revokedAt] = [iso(t.createdAt), iso(t.expiresAt), iso(t.revokedAt)];
-      const row = { id, subject, scopes, createdAt, expiresAt, revokedAt, status };
-      await emit(`${this.count === 0 ? '[' : ','}${JSON.stringify(row)}`);
+      this.json.push(JSON.stringify({ id, subject, scopes, createdAt, expiresAt, revokedAt, status }));
     } else {
       this.rows.push([t.id, t.subject, t.scopes.join(','), iso(t.createdAt)!, iso(t.expiresAt) ?? 'never', status]);
-      if (this.rows.length === LIST_BATCH) await this.flush();
     }
     this.count += 1;
+    if (this.count % LIST_BATCH === 0) await this.flush();
   }
 
   async end(): Promise<void> {
-    if (this.json) await emit(this.count === 0 ? '[]\n' : ']\n');
-    else await this.flush();
+    await this.flush();
+    if (this.asJson) await emit(this.count === 0 ? '[]\n' : ']\n');
   }
 
+  /** Writes what was added since the last flush: one write a batch, not one a token. */
   private async flush(): Promise<void> {
+    if (this.asJson) {
+      if (this.json.length === 0) return;
+      const text = `${this.first ? '[' : ','}${this.json.join(',')}`;
+      this.json = [];
+      this.first = false;
+      await emit(text);
+      return;
+    }
     if (this.rows.length === 0) return; // the header alone is never printed: no tokens, nothing on stdout
-    const rows = this.header ? [LIST_HEADER, ...this.rows] : this.rows;
-    this.header = false;
+    const rows = this.first ? [LIST_HEADER, ...this.rows] : this.rows;
     this.rows = [];
+    this.first = false;
     for (const row of rows) row.forEach((cell, i) => (this.widths[i] = Math.max(this.widths[i]!, cell.length)));
     await emit(`${table(rows, this.widths)}\n`);
   }
