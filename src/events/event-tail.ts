@@ -17,6 +17,8 @@ export interface FanOut {
   readonly streams: number;
   /** From the read's answer to the writes' end, in ms. */
   readonly ms: number;
+  /** The CPU time the process used meanwhile, in ms: the fan-out's own cost, whatever else runs on the host. */
+  readonly cpuMs: number;
 }
 
 /** The most events one read of the log takes. */
@@ -92,6 +94,7 @@ export class EventTail {
       while (this.last !== undefined && this.subscribers.size > 0) {
         const events = await this.store.readEvents(this.last, null, PAGE);
         const read = performance.now();
+        const cpu = this.onFanOut && process.cpuUsage();
         for (const event of events) {
           this.last = event.id;
           for (const s of this.subscribers) s.offer(event);
@@ -100,7 +103,10 @@ export class EventTail {
           const fanOut = { last: this.last, events: events.length, streams: this.subscribers.size };
           const told = this.onFanOut;
           // By the next turn of the event loop, the writes a response defers to the end of this tick are done.
-          setImmediate(() => told({ ...fanOut, ms: performance.now() - read }));
+          setImmediate(() => {
+            const used = process.cpuUsage(cpu);
+            told({ ...fanOut, ms: performance.now() - read, cpuMs: (used.user + used.system) / 1000 });
+          });
         }
         if (events.length < PAGE) return;
       }

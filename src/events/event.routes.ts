@@ -177,9 +177,15 @@ export function eventRoutes(
       options.heartbeatMs,
       (error) => app.log.warn(failureFields(error), 'change feed: could not read the event log; trying again'),
       ['debug', 'trace'].includes(app.log.level)
-        ? ({ last, events, streams, ms }) =>
+        ? ({ last, events, streams, ms, cpuMs }) =>
             app.log.debug(
-              { event: String(last), events, streams, ms: Math.round(ms * 10) / 10 },
+              {
+                event: String(last),
+                events,
+                streams,
+                ms: Math.round(ms * 10) / 10,
+                cpuMs: Math.round(cpuMs * 10) / 10,
+              },
               'change feed: events written to the streams',
             )
         : undefined,
