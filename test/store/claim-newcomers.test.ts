@@ -123,3 +123,82 @@ for (const engine of engines) {
     assert.deepEqual(byWebhook(third), { a1: 2, a2: 2 });
   });
 }
+
+for (const engine of engines) {
+  test(`${engine.name}: a claim takes the webhooks in turn from the one after \`after\`, past those with no room, wrapping round, beyond one statement's window`, async (t) => {
+    const opened = await engine.open();
+    t.after(() => opened.close());
+    const { store } = opened;
+    const ids = Array.from({ length: 300 }, (_, i) => `w${String(i).padStart(3, '0')}`);
+    for (const id of ids) {
+      await store.createWebhook(
+        {
+          id,
+          owner: `owner-${id}`,
+          allPlants: true,
+          url: `https://hooks.example/${id}`,
+          events: EVENT_TYPES,
+          status: 'active',
+          secret: `whsec_${id}`,
+          createdAt: Date.now(),
+        },
+        20,
+      );
+    }
+    await store.createPlant({ id: 1n, owner: 'someone', name: 'one', tag: null });
+    // w000 to w149 have no room (their share out); the turn starts after w200.
+    const full = new Map(ids.slice(0, 150).map((id) => [id, 3]));
+    const claimed = await store.claimDeliveries('h', 60_000, 100, 3, full, undefined, {
+      perSubject: 100,
+      busy: new Map(),
+      after: 'w200',
+    });
+    assert.deepEqual(
+      claimed.map((d) => d.webhook.id),
+      [...ids.slice(201), 'w150'],
+    );
+    // The rest, from the start again (no `after`): w151 to w200, one each.
+    const rest = await store.claimDeliveries('h', 60_000, 100, 3, full, undefined, {
+      perSubject: 100,
+      busy: new Map(),
+    });
+    assert.deepEqual(
+      rest.map((d) => d.webhook.id),
+      ids.slice(151, 201),
+    );
+  });
+}
+
+for (const engine of engines) {
+  test(`${engine.name}: a subject's share holds across the windows of one claim`, async (t) => {
+    const opened = await engine.open();
+    t.after(() => opened.close());
+    const { store } = opened;
+    const ids = Array.from({ length: 300 }, (_, i) => `w${String(i).padStart(3, '0')}`);
+    for (const [i, id] of ids.entries()) {
+      await store.createWebhook(
+        {
+          id,
+          owner: i < 200 ? 'x' : 'y',
+          allPlants: true,
+          url: `https://hooks.example/${id}`,
+          events: EVENT_TYPES,
+          status: 'active',
+          secret: `whsec_${id}`,
+          createdAt: Date.now(),
+        },
+        1000,
+      );
+    }
+    await store.createPlant({ id: 1n, owner: 'someone', name: 'one', tag: null });
+    // 60 wanted, 10 a subject: x's first ten, then y's (after 200 of x's webhooks), and no more.
+    const claimed = await store.claimDeliveries('h', 60_000, 60, 3, new Map(), undefined, {
+      perSubject: 10,
+      busy: new Map(),
+    });
+    assert.deepEqual(
+      claimed.map((d) => d.webhook.id),
+      [...ids.slice(0, 10), ...ids.slice(200, 210)],
+    );
+  });
+}
