@@ -9,11 +9,14 @@ import { readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { TokenAuthenticator } from '../src/auth/authenticator.js';
 import { hashToken, mintToken } from '../src/auth/token.js';
+import { TokenService } from '../src/auth/token.service.js';
 import { median, percentile } from './harness.js';
-import { BIN, type Measure, type RunDb } from './scale-kit.js';
+import { BIN, type Measure, type RunDb, times } from './scale-kit.js';
 
 /** The page of `token list --limit … --after <the middle>`. */
 const PAGE = 100;
+/** Reads of the page in this process. */
+const PAGE_IN_PROCESS = 200;
 /** Runs of the page in each round. */
 const PAGE_RUNS = 3;
 /** Rounds of each `token list` measure (A and B alternating): the median is reported. */
@@ -141,6 +144,17 @@ export async function tokensAxis(db: RunDb, n: number): Promise<Measure[]> {
         }
       }
     }
+    // The same page in this process, through the service (the lookup of --after, then one query),
+    // on B's schema (the last of a round): what it costs without Node's start and the connection.
+    const service = new TokenService(store);
+    const readPage = async (): Promise<number> => {
+      let count = 0;
+      for await (const _token of service.list({ after: middle, limit: pageSize })) count += 1;
+      if (count !== pageSize) throw new Error(`the page after ${middle} held ${count} tokens`);
+      return count;
+    };
+    await readPage(); // warm-up: the statements prepared
+    const inProcess = await times(PAGE_IN_PROCESS, readPage);
     if (a !== undefined && cells(whole.get('A ')![0]!.stdout) !== cells(whole.get('B ')![0]!.stdout))
       throw new Error('A and B printed different token lists');
     if (a !== undefined && json.get('A ')![0]!.stdout !== json.get('B ')![0]!.stdout)
@@ -196,6 +210,12 @@ export async function tokensAxis(db: RunDb, n: number): Promise<Measure[]> {
         perOp: false,
       },
       ...pageRows,
+      {
+        name: `the same page in this process (TokenService.list: the lookup of --after, one query): p50`,
+        value: percentile(inProcess, 50) * 1000,
+        unit: 'µs',
+        perOp: true,
+      },
     ];
   } finally {
     await store.close();
