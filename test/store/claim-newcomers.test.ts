@@ -202,3 +202,48 @@ for (const engine of engines) {
     );
   });
 }
+
+for (const engine of engines) {
+  test(`${engine.name}: a claim's turn passes over the webhooks with nothing pending and the disabled ones with deliveries pending, wrapping round`, async (t) => {
+    const opened = await engine.open();
+    t.after(() => opened.close());
+    const { store } = opened;
+    const ids = Array.from({ length: 300 }, (_, i) => `w${String(i).padStart(3, '0')}`);
+    const create = (id: string) =>
+      store.createWebhook(
+        {
+          id,
+          owner: `owner-${id}`,
+          allPlants: true,
+          url: `https://hooks.example/${id}`,
+          events: EVENT_TYPES,
+          status: 'active',
+          secret: `whsec_${id}`,
+          createdAt: Date.now(),
+        },
+        20,
+      );
+    // The even ones before the plant (a delivery each), the odd ones after it (nothing pending);
+    // every third even one then disabled, its delivery still pending.
+    for (const id of ids.filter((_, i) => i % 2 === 0)) await create(id);
+    await store.createPlant({ id: 1n, owner: 'someone', name: 'one', tag: null });
+    for (const id of ids.filter((_, i) => i % 2 === 1)) await create(id);
+    for (const id of ids.filter((_, i) => i % 6 === 0)) {
+      assert.equal((await store.updateWebhook(id, null, { status: 'disabled' }))?.disabled, true);
+    }
+    const owed = ids.filter((_, i) => i % 2 === 0 && i % 6 !== 0);
+    const turn = [...owed.filter((id) => id > 'w201'), ...owed.filter((id) => id <= 'w201')];
+    const claimOf = (limit: number, after: string) =>
+      store.claimDeliveries('h', 60_000, limit, 1, new Map(), undefined, { perSubject: 100, busy: new Map(), after });
+    const first = await claimOf(60, 'w201');
+    assert.deepEqual(
+      first.map((d) => d.webhook.id),
+      turn.slice(0, 60),
+    );
+    const rest = await claimOf(100, first.at(-1)!.webhook.id);
+    assert.deepEqual(
+      rest.map((d) => d.webhook.id),
+      turn.slice(60),
+    );
+  });
+}

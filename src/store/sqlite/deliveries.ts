@@ -34,6 +34,14 @@ interface ClaimRow {
   previous_secret_until: bigint | null;
 }
 
+/** A step of the claim's walk: a webhook with a pending delivery; owner and url null if it is gone. */
+interface PendingRow {
+  id: string;
+  owner: string | null;
+  url: string | null;
+  active: bigint | null;
+}
+
 const toClaimed = (r: ClaimRow): ClaimedDelivery => ({
   id: r.id,
   eventId: r.type === PING_TYPE ? null : r.event_id,
@@ -80,7 +88,19 @@ export function prepareDeliveryStatements(db: Database.Database) {
     retryDelivery: q(`UPDATE deliveries SET status = 'pending', next_attempt_at = :now,
       retry_asked_at = CASE WHEN lease_owner IS NOT NULL AND lease_until >= :now THEN :now END
       WHERE id = :id AND webhook_id = :webhook`),
-    activeWebhooks: q("SELECT id, owner, url FROM webhooks WHERE status = 'active' ORDER BY id"),
+    // The claim's turn: the next webhooks after :after (in id order) that have a pending delivery,
+    // found by a seek of deliveries_due_by_webhook each (a skip-scan: one step a webhook, whatever
+    // its backlog), at most :steps of them, in order; their rows, active or not (owner null: the
+    // webhook is gone). The claim goes on from the last. Webhooks with nothing pending cost nothing.
+    pendingWebhooks: q(`WITH RECURSIVE walk(step, id) AS (
+        SELECT 1, (SELECT webhook_id FROM deliveries INDEXED BY deliveries_due_by_webhook
+          WHERE status = 'pending' AND webhook_id > :after ORDER BY webhook_id LIMIT 1)
+        UNION ALL
+        SELECT step + 1, (SELECT webhook_id FROM deliveries INDEXED BY deliveries_due_by_webhook
+          WHERE status = 'pending' AND webhook_id > walk.id ORDER BY webhook_id LIMIT 1)
+        FROM walk WHERE walk.id IS NOT NULL LIMIT :steps)
+      SELECT walk.id, w.owner, w.url, w.status = 'active' AS active FROM walk LEFT JOIN webhooks w ON w.id = walk.id
+      WHERE walk.id IS NOT NULL ORDER BY step`),
     // Pings are sent whatever the webhook's status: those of disabled webhooks, through deliveries_due_pings.
     duePingsOfDisabled: q(`SELECT d.id FROM deliveries d INDEXED BY deliveries_due_pings
       WHERE d.status = 'pending' AND d.type = '${PING_TYPE}' AND d.next_attempt_at <= ?
@@ -190,9 +210,6 @@ export class SqliteDeliveries {
       this.sql.lease.run(now + leaseMs, holder, id);
       claimed.push(toClaimed(this.sql.claimed.get(id) as ClaimRow));
     };
-    // Round robin from the webhook after the last claim's, so that no webhook's id puts it first at
-    // every claim: walked from the first id each time, 8 hanging webhooks took all 256 slots.
-    const webhooks = this.sql.activeWebhooks.all() as Array<{ id: string; owner: string; url: string }>;
     const { after, newcomers } = subjects;
     let newcomersLeft = newcomers?.most ?? 0;
     // A webhook the dispatcher has no count for takes its room by its receiver's origin, or is a
@@ -202,16 +219,8 @@ export class SqliteDeliveries {
       if (held !== undefined || newcomers === undefined) return perWebhook - (held ?? 0);
       return newcomers.byOrigin.get(originOf(url));
     };
-    const start =
-      after === undefined
-        ? 0
-        : Math.max(
-            0,
-            webhooks.findIndex((w) => w.id > after),
-          );
     const taken = new Map<string, number>(); // by subject, in this claim
-    for (let i = 0; i < webhooks.length && claimed.length < limit; i++) {
-      const { id: webhookId, owner, url } = webhooks[(start + i) % webhooks.length]!;
+    const take = (webhookId: string, owner: string, url: string): void => {
       const held = (subjects.busy.get(owner) ?? 0) + (taken.get(owner) ?? 0);
       const own = roomOf(webhookId, url);
       const newcomer = own === undefined;
@@ -220,12 +229,35 @@ export class SqliteDeliveries {
         subjects.perSubject - held,
         limit - claimed.length,
       );
-      if (room <= 0) continue;
+      if (room <= 0) return;
       const due = this.sql.dueOf.all(webhookId, now, now, room) as bigint[];
       for (const id of due) lease(id);
       taken.set(owner, (taken.get(owner) ?? 0) + due.length);
       if (newcomer && due.length > 0) newcomersLeft -= 1;
-    }
+    };
+    // The active webhooks in id order, from the one after `from` up to `until` (to the last for
+    // null), those with nothing pending passed over by the walk (pendingWebhooks), a batch of steps
+    // at a time, until `limit` is leased: a claim costs the same whatever the number of webhooks
+    // with nothing to send. Reading every active webhook and probing each one with room took 13 to
+    // 25 ms a claim at 10,000 webhooks, and 266 to 339 ms when 64 had something due (issue 36).
+    const walk = (from: string, until: string | null): void => {
+      for (let cursor = from; ;) {
+        const steps = Math.min(1024, Math.max(64, 2 * (limit - claimed.length)));
+        const rows = this.sql.pendingWebhooks.all({ after: cursor, steps }) as PendingRow[];
+        for (const { id, owner, url, active } of rows) {
+          if (until !== null && id > until) return;
+          if (active === 1n) take(id, owner!, url!);
+          if (claimed.length >= limit) return;
+        }
+        if (rows.length < steps) return;
+        cursor = rows.at(-1)!.id;
+      }
+    };
+    // Round robin from the webhook after the last claim's, wrapping round once, so that no webhook's
+    // id puts it first at every claim: walked from the first id each time, 8 hanging webhooks took
+    // all 256 slots.
+    walk(after ?? '', null);
+    if (after !== undefined && claimed.length < limit) walk('', after);
     if (claimed.length < limit) {
       for (const id of this.sql.duePingsOfDisabled.all(now, now, limit - claimed.length) as bigint[]) lease(id);
     }
