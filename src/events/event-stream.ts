@@ -12,6 +12,35 @@ const MAX_HELD = 10_000;
 export const sseMessage = (event: EventRecord): string =>
   `id: ${event.id}\nevent: ${event.type}\ndata: ${event.payload}\n\n`;
 
+const CRLF = Buffer.from('\r\n');
+
+/**
+ * What a stream sends: its text, and that text as one chunk of a chunked HTTP/1.1 body (RFC 9112
+ * §7.1: size in hex, CRLF, the bytes, CRLF), made once however many streams send it.
+ */
+class Outgoing {
+  private framed: Buffer | undefined;
+
+  constructor(readonly text: string) {}
+
+  get chunk(): Buffer {
+    if (this.framed === undefined) {
+      const bytes = Buffer.from(this.text);
+      this.framed = Buffer.concat([Buffer.from(`${bytes.length.toString(16)}\r\n`), bytes, CRLF]);
+    }
+    return this.framed;
+  }
+}
+
+const KEEP_ALIVE = new Outgoing(': keep-alive\n\n');
+/** The tail offers an event to every stream in a row: its message is made once, for all of them. */
+let last: { readonly event: EventRecord; readonly outgoing: Outgoing } | undefined;
+
+function outgoingOf(event: EventRecord): Outgoing {
+  if (last?.event !== event) last = { event, outgoing: new Outgoing(sseMessage(event)) };
+  return last.outgoing;
+}
+
 /**
  * One open `GET /events`: first the log from `after` on (its own reads, page by page), then what
  * the tail hands it. Events the tail offers during the catch-up are held and sent after it, past
@@ -74,18 +103,26 @@ export class EventStream implements TailSubscriber {
   }
 
   heartbeat(): void {
-    this.write(': keep-alive\n\n');
+    this.write(KEEP_ALIVE);
   }
 
   private send(event: EventRecord): void {
     if (event.id <= this.cursor) return;
     this.cursor = event.id;
-    this.write(sseMessage(event));
+    this.write(outgoingOf(event));
   }
 
-  private write(text: string): void {
+  /**
+   * One write to the socket per stream, of bytes shared by every stream (issue 36): the answer's
+   * own write() would cut each message into four pieces (size, CRLF, text, CRLF), cork the socket
+   * and send them with writev on the next tick, stream by stream. The socket is the response's
+   * only while it is the connection's current answer; HTTP/1.0 (no chunks) goes through write().
+   */
+  private write(outgoing: Outgoing): void {
     if (this.closed) return;
-    this.response.write(text);
+    const socket = this.response.socket;
+    if (this.response.chunkedEncoding && socket && !socket.destroyed) socket.write(outgoing.chunk);
+    else this.response.write(outgoing.text);
     if (this.response.writableLength > MAX_QUEUED_BYTES) this.end(); // a reader this slow resumes with Last-Event-ID
   }
 
