@@ -27,6 +27,13 @@ const checkKey = (credential: StreamCredential): string =>
 const TOKEN_CHECK_MS = 1000;
 
 /**
+ * Token checks in flight at once. A check that is not cached is a query; thousands sent at once
+ * would queue ahead of every request and of the tail's reads in the store's pool (issue 36: on
+ * PostgreSQL an event then waited behind 2,000 lookups), so a few at a time go, one after another.
+ */
+const CHECKS_AT_ONCE = 4;
+
+/**
  * The `retry:` hint of each stream: a reconnection time between 1 and 2 s, drawn per stream, so that
  * the clients of the streams a restart ends at once come back spread over a second (decisions.md).
  */
@@ -122,12 +129,15 @@ export class EventStreams {
         if (same) same[1].push(stream);
         else byCredential.set(key, [credential, [stream]]);
       }
-      await Promise.all(
-        [...byCredential.values()].map(async ([credential, streams]) => {
-          if (await this.stillAccepted!(credential)) return;
+      const checks = [...byCredential.values()];
+      const lane = async (): Promise<void> => {
+        for (let check = checks.pop(); check !== undefined; check = checks.pop()) {
+          const [credential, streams] = check;
+          if (await this.stillAccepted!(credential)) continue;
           for (const stream of streams) stream.end('the token was revoked or has expired');
-        }),
-      );
+        }
+      };
+      await Promise.all(Array.from({ length: CHECKS_AT_ONCE }, lane));
     } finally {
       this.checking = false;
     }
