@@ -14,9 +14,9 @@ const plantIds = (n: number) => {
 };
 const cursorAfter = (id: bigint): string => Buffer.from(`p1:${id}`).toString('base64url');
 
-export async function plantsAxis(db: RunDb, n: number, quick: boolean): Promise<Measure[]> {
+/** `n` plants as NDJSON, in id order: plant i of user(i % 1000), tagged tag(i % 50) unless i % 3 = 0. */
+export function writePlants(file: string, n: number): void {
   const plantId = plantIds(n);
-  const file = join(db.dir, 'plants.ndjson');
   const fd = openSync(file, 'w');
   for (let from = 0; from < n; from += 100_000) {
     let chunk = '';
@@ -27,6 +27,12 @@ export async function plantsAxis(db: RunDb, n: number, quick: boolean): Promise<
     writeSync(fd, chunk);
   }
   closeSync(fd);
+}
+
+export async function plantsAxis(db: RunDb, n: number, quick: boolean): Promise<Measure[]> {
+  const plantId = plantIds(n);
+  const file = join(db.dir, 'plants.ndjson');
+  writePlants(file, n);
   const started = performance.now();
   cli(db, ['import', file]);
   const importS = (performance.now() - started) / 1000;

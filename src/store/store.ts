@@ -55,6 +55,12 @@ export interface PlantStore {
   /** Stores a batch in one transaction, never overwriting: what `plant-store import` uses. */
   insertBatch(plants: readonly PlantRecord[]): Promise<BatchResult>;
   /**
+   * Runs an import's batches: the store may size itself for them meanwhile (SQLite: a larger page
+   * cache for its connection), and is as before once `run` settles. Optional: a store without it
+   * imports as it is.
+   */
+  importing?<T>(run: () => Promise<T>): Promise<T>;
+  /**
    * Every plant in id order, `pageSize` at a time, all read from one snapshot: the store as it was
    * at one instant, whatever commits while the pages are read (writers are not blocked meanwhile).
    * What `plant-store export` uses (issue 5 of the operations issue).

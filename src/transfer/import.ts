@@ -65,10 +65,16 @@ export interface ImportOptions {
  * bounded whatever the input: a line is at most `maxLineBytes`, a batch at most `batchSize`
  * plants, and only the first `maxProblems` problems are kept.
  */
-export async function importPlants(
+export function importPlants(input: Readable, store: PlantStore, options: ImportOptions = {}): Promise<ImportSummary> {
+  const run = () => readAndStore(input, store, options);
+  // SQLite: a larger page cache for the batches' index inserts meanwhile (sqlite/plants.ts).
+  return store.importing ? store.importing(run) : run();
+}
+
+async function readAndStore(
   input: Readable,
   store: PlantStore,
-  { progress, batchSize = BATCH, maxLineBytes = MAX_LINE_BYTES, maxProblems = PROBLEMS_KEPT }: ImportOptions = {},
+  { progress, batchSize = BATCH, maxLineBytes = MAX_LINE_BYTES, maxProblems = PROBLEMS_KEPT }: ImportOptions,
 ): Promise<ImportSummary> {
   let lines = 0;
   let imported = 0;

@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
 import { Readable, Writable } from 'node:stream';
 import { after, test } from 'node:test';
+import Database from 'better-sqlite3';
+import { SqliteStore } from '../../src/store/sqlite/store.js';
 import type { Store } from '../../src/store/store.js';
 import { exportPlants } from '../../src/transfer/export.js';
 import { importPlants } from '../../src/transfer/import.js';
@@ -233,6 +235,35 @@ test('export pages through the whole store, across page boundaries and up to the
     .split('\n')
     .map((l) => /"id":(-?\d+)/.exec(l)![1]);
   assert.deepEqual(exported, ids.map(String));
+});
+
+test("a SQLite import has a larger page cache while it stores its batches, and the connection's own after", async (t) => {
+  const db = new Database(':memory:');
+  const store = new SqliteStore(db);
+  t.after(() => store.close());
+  await store.migrate();
+  db.pragma('cache_size = -3000');
+  const during: unknown[] = [];
+  const insertBatch = store.insertBatch.bind(store);
+  store.insertBatch = (plants) => {
+    during.push(db.pragma('cache_size', { simple: true }));
+    return insertBatch(plants);
+  };
+  const ok = lines('{"id":1,"owner":"a","name":"fern"}', '{"id":2,"owner":"a","name":"rose"}');
+  assert.equal((await importPlants(ok, store, { batchSize: 1 })).imported, 2);
+  assert.deepEqual(during, [-128 * 1024, -128 * 1024]);
+  assert.equal(db.pragma('cache_size', { simple: true }), -3000);
+
+  // An input that fails half-way (a file that cannot be read on) restores it too.
+  const failing = Readable.from(
+    (async function* () {
+      yield '{"id":3,"owner":"a","name":"moss"}\n';
+      throw new Error('the disk went away');
+    })(),
+  );
+  await assert.rejects(importPlants(failing, store, { batchSize: 1 }), /the disk went away/);
+  assert.equal(db.pragma('cache_size', { simple: true }), -3000);
+  assert.equal(await store.countPlants(), 3);
 });
 
 test('progress draws a bar on a terminal and plain lines elsewhere', () => {

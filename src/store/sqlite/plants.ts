@@ -44,6 +44,17 @@ export function preparePlantStatements(db: Database.Database) {
 
 type Statements = ReturnType<typeof preparePlantStatements>;
 
+/**
+ * The page cache of an importing connection, in KiB (better-sqlite3's default is 16 MiB). Each
+ * plant adds to four indexes at places spread over every owner and tag, and a batch of 50,000
+ * dirties about 10,000 pages (40 MiB) at a million plants, more as the trees deepen: in 16 MiB
+ * those pages are spilled to the WAL mid-batch and read back, 1.03 reads and 3.9 kB written a
+ * plant at a million, 3.42 and 11.8 kB at ten million; with 128 MiB 0.21 and 1.7 kB, 0.27 and
+ * 2.2 kB (issue 36, BENCHMARKS.md "Plants: 1,000,000 and 10,000,000"). The import's peak RSS is
+ * about 130 MiB larger, whatever the size. Only for the import: `serve` keeps the default.
+ */
+const IMPORT_CACHE_KIB = 128 * 1024;
+
 export class SqlitePlants {
   /** At most this many cached rows: a few megabytes. */
   private readonly pages = new PageCache<PlantRow>(50_000);
@@ -106,6 +117,17 @@ export class SqlitePlants {
     return (async function* () {
       for (let at = 0; at < rows.length; at += pageSize) yield rows.slice(at, at + pageSize);
     })();
+  }
+
+  /** The connection's page cache is IMPORT_CACHE_KIB while `run` runs, then what it was. */
+  async importing<T>(run: () => Promise<T>): Promise<T> {
+    const before = this.db.pragma('cache_size', { simple: true }) as number;
+    this.db.pragma(`cache_size = -${IMPORT_CACHE_KIB}`);
+    try {
+      return await run();
+    } finally {
+      this.db.pragma(`cache_size = ${before}`);
+    }
   }
 
   // One IMMEDIATE transaction: a single fsync for the whole batch.

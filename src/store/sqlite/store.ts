@@ -154,6 +154,10 @@ export class SqliteStore implements Store {
     return Promise.resolve(this.plants.insertBatch(plants));
   }
 
+  importing<T>(run: () => Promise<T>): Promise<T> {
+    return this.plants.importing(run);
+  }
+
   deletePlant(id: bigint, owner: string | null): Promise<boolean> {
     return this.writes.run(() => this.plants.delete(id, owner), RERUNNABLE);
   }
