@@ -1,5 +1,4 @@
-import type { ClaimedDelivery, Newcomers } from '../store/webhook-store.js';
-import { originOf } from '../store/webhook-store.js';
+import { type ClaimedDelivery, type Newcomers, originOf } from '../store/webhook-store.js';
 import { attemptResultKind } from './attempt-result.js';
 import type { WebhookAttempt } from './sender.js';
 

@@ -11,8 +11,8 @@ import {
   type DeliveryRecord,
   type DeliveryType,
   type DisabledReason,
-  PING_TYPE,
   ORIGIN_SQL,
+  PING_TYPE,
   type SubjectShares,
   storableText,
 } from '../webhook-store.js';
@@ -299,17 +299,19 @@ export class PostgresDeliveries {
     const start = subjects.after ?? '';
     let from = start;
     let until: string | null = null;
+    // The same for every window: made once.
+    const busyJson = JSON.stringify(Object.fromEntries(busy));
+    const byOriginJson = newcomers === undefined ? null : JSON.stringify(Object.fromEntries(newcomers.byOrigin));
+    const perSubject = Math.min(subjects.perSubject, 2 ** 31 - 1);
     const rows: Array<Record<string, unknown>> = [];
     while (rows.length < limit) {
       const window = Math.max(CLAIM_WINDOW, 2 * (limit - rows.length));
       const answer = await this.query(
         SQL.claim,
         [
-          ...[holder, leaseMs, perWebhook, limit - rows.length, JSON.stringify(Object.fromEntries(busy))],
-          ...[from, Math.min(subjects.perSubject, 2 ** 31 - 1), JSON.stringify(Object.fromEntries(bySubject))],
-          ...(newcomers === undefined
-            ? [null, 0, 0]
-            : [JSON.stringify(Object.fromEntries(newcomers.byOrigin)), newcomers.room, newcomersLeft]),
+          ...[holder, leaseMs, perWebhook, limit - rows.length, busyJson],
+          ...[from, perSubject, JSON.stringify(Object.fromEntries(bySubject))],
+          ...[byOriginJson, newcomers?.room ?? 0, newcomersLeft],
           ...[window, until],
         ],
         this.dispatch(),
