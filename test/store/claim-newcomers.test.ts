@@ -47,18 +47,24 @@ const engines: ReadonlyArray<{ name: string; open(): Promise<{ store: Store; clo
   },
 ];
 
+/** An active webhook that sees every plant: of its own subject, at hooks.example, unless told. */
+const activeWebhook = (id: string, { owner = `owner-${id}`, url = `https://hooks.example/${id}` } = {}) => ({
+  id,
+  owner,
+  allPlants: true,
+  url,
+  events: EVENT_TYPES,
+  status: 'active' as const,
+  secret: `whsec_${id}`,
+  createdAt: Date.now(),
+});
+
+/** w000 to w299: more webhooks than one window of a claim's walk. */
+const IDS = Array.from({ length: 300 }, (_, i) => `w${String(i).padStart(3, '0')}`);
+
 /** Webhooks a1, a2 at https://answers.example, h1…h4 at https://hangs.example:8443, one subject each. */
 async function seed(store: Store): Promise<void> {
-  const at = (id: string, url: string) => ({
-    id,
-    owner: `owner-${id}`,
-    allPlants: true,
-    url,
-    events: EVENT_TYPES,
-    status: 'active' as const,
-    secret: `whsec_${id}`,
-    createdAt: Date.now(),
-  });
+  const at = (id: string, url: string) => activeWebhook(id, { url });
   for (const id of ['a1', 'a2']) await store.createWebhook(at(id, `https://answers.example/hooks/${id}?x=1`), 20);
   for (const id of ['h1', 'h2', 'h3', 'h4']) await store.createWebhook(at(id, `https://hangs.example:8443/${id}`), 20);
   // Five plants: five deliveries due to each webhook (every webhook sees every plant).
@@ -129,22 +135,8 @@ for (const engine of engines) {
     const opened = await engine.open();
     t.after(() => opened.close());
     const { store } = opened;
-    const ids = Array.from({ length: 300 }, (_, i) => `w${String(i).padStart(3, '0')}`);
-    for (const id of ids) {
-      await store.createWebhook(
-        {
-          id,
-          owner: `owner-${id}`,
-          allPlants: true,
-          url: `https://hooks.example/${id}`,
-          events: EVENT_TYPES,
-          status: 'active',
-          secret: `whsec_${id}`,
-          createdAt: Date.now(),
-        },
-        20,
-      );
-    }
+    const ids = IDS;
+    for (const id of ids) await store.createWebhook(activeWebhook(id), 20);
     await store.createPlant({ id: 1n, owner: 'someone', name: 'one', tag: null });
     // w000 to w149 have no room (their share out); the turn starts after w200.
     const full = new Map(ids.slice(0, 150).map((id) => [id, 3]));
@@ -174,21 +166,9 @@ for (const engine of engines) {
     const opened = await engine.open();
     t.after(() => opened.close());
     const { store } = opened;
-    const ids = Array.from({ length: 300 }, (_, i) => `w${String(i).padStart(3, '0')}`);
+    const ids = IDS;
     for (const [i, id] of ids.entries()) {
-      await store.createWebhook(
-        {
-          id,
-          owner: i < 200 ? 'x' : 'y',
-          allPlants: true,
-          url: `https://hooks.example/${id}`,
-          events: EVENT_TYPES,
-          status: 'active',
-          secret: `whsec_${id}`,
-          createdAt: Date.now(),
-        },
-        1000,
-      );
+      await store.createWebhook(activeWebhook(id, { owner: i < 200 ? 'x' : 'y' }), 1000);
     }
     await store.createPlant({ id: 1n, owner: 'someone', name: 'one', tag: null });
     // 60 wanted, 10 a subject: x's first ten, then y's (after 200 of x's webhooks), and no more.
@@ -208,21 +188,8 @@ for (const engine of engines) {
     const opened = await engine.open();
     t.after(() => opened.close());
     const { store } = opened;
-    const ids = Array.from({ length: 300 }, (_, i) => `w${String(i).padStart(3, '0')}`);
-    const create = (id: string) =>
-      store.createWebhook(
-        {
-          id,
-          owner: `owner-${id}`,
-          allPlants: true,
-          url: `https://hooks.example/${id}`,
-          events: EVENT_TYPES,
-          status: 'active',
-          secret: `whsec_${id}`,
-          createdAt: Date.now(),
-        },
-        20,
-      );
+    const ids = IDS;
+    const create = (id: string) => store.createWebhook(activeWebhook(id), 20);
     // The even ones before the plant (a delivery each), the odd ones after it (nothing pending);
     // every third even one then disabled, its delivery still pending.
     for (const id of ids.filter((_, i) => i % 2 === 0)) await create(id);
