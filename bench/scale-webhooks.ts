@@ -67,24 +67,28 @@ export async function webhooksAxis(db: RunDb, n: number, quick: boolean): Promis
         201,
       );
       await sleep(quick ? 2000 : 10_000); // the backlog under way, the hanging webhooks' attempts on the wire
+      // One of A's plants, its POST's answer's time kept in `round`; then 250 ms until the next.
+      const createA = async (round: Map<string, number>, id: number, name: string): Promise<void> => {
+        await expectStatus(call(server.url, 'POST', '/plants', token, JSON.stringify({ id, name })), 200);
+        round.set(String(id), Date.now());
+        await sleep(250);
+      };
+      // From each POST's answer to its delivery; one not there 60 s after the round's last POST is
+      // lost, and counts in the percentiles as such (∞).
+      const latenciesOf = async (round: Map<string, number>, what: string): Promise<number[]> => {
+        await until(() => [...round.keys()].every((id) => healthy.arrivals.has(id)), 60_000, what).catch(
+          () => undefined,
+        );
+        return [...round].map(([id, at]) => (healthy.arrivals.get(id) ?? Infinity) - at);
+      };
       const seconds = quick ? 5 : 30;
       const from = healthy.count;
       const started = performance.now();
       for (let i = 0; performance.now() - started < seconds * 1000; i++) {
-        const id = String(5_000_000_000_000 + i);
-        await expectStatus(
-          call(server.url, 'POST', '/plants', token, JSON.stringify({ id: Number(id), name: `a ${i}` })),
-          200,
-        );
-        answered.set(id, Date.now());
-        await sleep(250);
+        await createA(answered, 5_000_000_000_000 + i, `a ${i}`);
       }
       const rate = ((healthy.count - from) / (performance.now() - started)) * 1000;
-      // One not there 60 s after the last POST is lost, and counts in the percentiles as such (∞).
-      await until(() => [...answered.keys()].every((id) => healthy.arrivals.has(id)), 60_000, "A's deliveries").catch(
-        () => undefined,
-      );
-      const latencies = [...answered].map(([id, at]) => (healthy.arrivals.get(id) ?? Infinity) - at);
+      const latencies = await latenciesOf(answered, "A's deliveries");
       const lost = latencies.filter((l) => l === Infinity).length;
       // A second round, once the other healthy webhooks' backlog has arrived (at most 2 minutes
       // on): subject A beside the hanging receivers alone, 40 plants a 250 ms apart (the backlog is
@@ -92,20 +96,9 @@ export async function webhooksAxis(db: RunDb, n: number, quick: boolean): Promis
       await until(() => backlogDone !== Infinity, 120_000, 'the healthy backlog').catch(() => undefined);
       const second = new Map<string, number>();
       if (backlogDone !== Infinity) {
-        for (let i = 0; i < (quick ? 10 : 40); i++) {
-          const id = String(5_100_000_000_000 + i);
-          await expectStatus(
-            call(server.url, 'POST', '/plants', token, JSON.stringify({ id: Number(id), name: `a2 ${i}` })),
-            200,
-          );
-          second.set(id, Date.now());
-          await sleep(250);
-        }
-        await until(() => [...second.keys()].every((id) => healthy.arrivals.has(id)), 60_000, "A's second round").catch(
-          () => undefined,
-        );
+        for (let i = 0; i < (quick ? 10 : 40); i++) await createA(second, 5_100_000_000_000 + i, `a2 ${i}`);
       }
-      const after = [...second].map(([id, at]) => (healthy.arrivals.get(id) ?? Infinity) - at);
+      const after = second.size === 0 ? [] : await latenciesOf(second, "A's second round");
       return [
         {
           name: "a healthy subject's delivery, from the POST's answer: p50",
