@@ -20,6 +20,27 @@ import { TestReceiver, addWebhook, deliveryHarness, eventually } from './deliver
 
 const SCOPES = ['plants:read', 'plants:write', 'webhooks:read', 'webhooks:write'];
 
+type Harness = Awaited<ReturnType<typeof deliveryHarness>>;
+
+const quiet = { warn: () => {}, info: () => {}, error: () => {}, debug: () => {} } as unknown as FastifyBaseLogger;
+
+/** A dispatcher of the harness's store with these shares, its sender giving up after `timeoutMs`. */
+function dispatcherOf(h: Harness, settings: Harness['settings'], timeoutMs: number) {
+  const sender = new WebhookSender({ allowPrivate: true, timeoutMs, connectionsPerOrigin: 256 });
+  const dispatcher = new Dispatcher(h.store, sender, new SecretBox(null), settings, quiet, undefined, () => h.now());
+  return { sender, dispatcher };
+}
+
+/** Creates a plant as `token`'s subject, ids 1, 2, 3… in turn, each answered 200. */
+function plantsOf(h: Harness): (token: string) => Promise<void> {
+  let next = 1;
+  return async (token) => {
+    const id = next++;
+    const res = await h.call(token, { method: 'POST', url: '/plants', ...json(plantBody(String(id), `plant ${id}`)) });
+    assert.equal(res.statusCode, 200, res.payload);
+  };
+}
+
 /**
  * A receiver that accepts every connection and never answers; `onOpen`/`onClose` hear of each. The
  * first `answerFirst` requests are answered 204 (and their connection closed), the rest hang.
@@ -102,10 +123,8 @@ test("a subject's hanging receivers hold at most its share; another subject's de
     assert.equal(res.statusCode, 200, res.payload);
   };
   const settings = { ...h.settings, maxInFlight: 256, maxInFlightPerWebhook: 32, maxInFlightPerSubject: 64 };
-  const log = { warn: () => {}, info: () => {}, error: () => {}, debug: () => {} } as unknown as FastifyBaseLogger;
   // Attempts that end only after the test (a minute): every one of mallory's stays out meanwhile.
-  const sender = new WebhookSender({ allowPrivate: true, timeoutMs: 60_000, connectionsPerOrigin: 256 });
-  const dispatcher = new Dispatcher(h.store, sender, new SecretBox(null), settings, log, undefined, () => h.now());
+  const { sender, dispatcher } = dispatcherOf(h, settings, 60_000);
   await create(m, 1);
   dispatcher.start();
   try {
@@ -200,18 +219,11 @@ test('webhooks whose receivers hang, of many subjects at once, hold a quarter of
   }
   const alice = await h.token('alice', SCOPES);
   await addWebhook(h, alice, healthy.url);
-  let next = 1;
-  const create = async (token: string): Promise<void> => {
-    const id = next++;
-    const res = await h.call(token, { method: 'POST', url: '/plants', ...json(plantBody(String(id), `plant ${id}`)) });
-    assert.equal(res.statusCode, 200, res.payload);
-  };
+  const create = plantsOf(h);
   for (let round = 0; round < 4; round++) for (const token of hangers) await create(token);
 
-  const log = { warn: () => {}, info: () => {}, error: () => {}, debug: () => {} } as unknown as FastifyBaseLogger;
   // Attempts to a hanging receiver end after 300 ms, as failures.
-  const sender = new WebhookSender({ allowPrivate: true, timeoutMs: 300, connectionsPerOrigin: 256 });
-  const dispatcher = new Dispatcher(h.store, sender, new SecretBox(null), settings, log, undefined, () => h.now());
+  const { sender, dispatcher } = dispatcherOf(h, settings, 300);
   // The hanging subjects go on creating: their webhooks always have deliveries due.
   const pressure = setInterval(() => {
     for (const token of hangers) void create(token).catch(() => {});
@@ -285,15 +297,8 @@ test('webhooks whose receivers hang from the start hold one delivery each, a qua
   const healthy = await new TestReceiver().start(t);
   const alice = await h.token('alice', SCOPES);
   await addWebhook(h, alice, healthy.url);
-  let next = 1;
-  const create = async (token: string): Promise<void> => {
-    const id = next++;
-    const res = await h.call(token, { method: 'POST', url: '/plants', ...json(plantBody(String(id), `plant ${id}`)) });
-    assert.equal(res.statusCode, 200, res.payload);
-  };
-  const log = { warn: () => {}, info: () => {}, error: () => {}, debug: () => {} } as unknown as FastifyBaseLogger;
-  const sender = new WebhookSender({ allowPrivate: true, timeoutMs: 60_000, connectionsPerOrigin: 256 });
-  const dispatcher = new Dispatcher(h.store, sender, new SecretBox(null), settings, log, undefined, () => h.now());
+  const create = plantsOf(h);
+  const { sender, dispatcher } = dispatcherOf(h, settings, 60_000);
   dispatcher.start();
   try {
     // Alice's receiver answers once: it is known.
