@@ -13,12 +13,13 @@ import { type LocalRegistry, startLocalRegistry } from '../support/local-registr
 import { freePort } from '../support/postgres.js';
 import { markedBlock, userEnv as readUserEnv } from './markdown.js';
 
-// docs/events.md, "Following the feed from Node", run as printed: `npm install eventsource` in a
-// fresh folder (from a registry on 127.0.0.1 serving this project's copies: no network), the file
-// under the name the doc gives it, its run command with a real token, against a real server. The
-// first event it prints is the line the doc shows; then the server is stopped and started again on
-// the same port, and the client, by itself, resumes with Last-Event-ID: the next event arrives,
-// none twice. The changes made to the text: PLANT_STORE_URL (the doc's default is port 8080) and the token.
+// docs/events.md, "Following the feed from Node", run as printed: its install block (`npm init -y`,
+// `npm install eventsource`) in a fresh folder (from a registry on 127.0.0.1 serving this project's
+// copies: no network), the file under the name the doc gives it, its run command with a real token,
+// against a real server. The first event it prints is the line the doc shows; then the server is
+// stopped and started again on the same port, and the client, by itself, resumes with
+// Last-Event-ID: the next event arrives, none twice. The changes made to the text: PLANT_STORE_URL
+// (the doc's default is port 8080) and the token.
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const DOC = readFileSync(join(ROOT, 'docs/events.md'), 'utf8');
@@ -49,15 +50,24 @@ test('follow.mjs of docs/events.md, as printed: the event it prints, and the fee
   const run = block('run').split('\n');
   const commands = run.filter((line) => !line.startsWith('#'));
   const printed = run.filter((line) => line.startsWith('# → ')).map((line) => line.slice('# → '.length));
-  assert.deepEqual(commands, ['npm install eventsource', `PLANT_STORE_TOKEN=pst_… node ${fileName}`]);
+  assert.deepEqual(commands, [`PLANT_STORE_TOKEN=pst_… node ${fileName}`]);
   assert.equal(printed.length, 1);
+  // The folder is a project of its own before the install: npm installs into the nearest folder
+  // that has a package.json, which need not be the one the reader is in.
+  const install = block('install');
+  assert.deepEqual(install.split('\n'), ['npm init -y', 'npm install eventsource']);
 
   const port = await freePort();
   const serverEnv = { DATABASE_URL: `sqlite:${join(dir, 'plants.db')}`, RATE_LIMIT: 'off', PORT: String(port) };
   server = await startServer(serverEnv);
 
-  // The install line, as printed, in a new folder.
-  const project = join(dir, 'project');
+  // The install block, as printed, in a new folder inside another project (as a folder made in a
+  // checkout would be): the install stays in the new folder, the outer package.json untouched.
+  const outer = join(dir, 'outer');
+  const outerManifest = '{ "name": "outer", "version": "1.0.0" }\n';
+  mkdirSync(outer);
+  writeFileSync(join(outer, 'package.json'), outerManifest);
+  const project = join(outer, 'project');
   mkdirSync(project);
   const scratch = join(dir, 'registry');
   mkdirSync(scratch);
@@ -70,7 +80,12 @@ test('follow.mjs of docs/events.md, as printed: the event it prints, and the fee
     npm_config_fund: 'false',
     npm_config_update_notifier: 'false',
   };
-  await exec('bash', ['-c', `set -euo pipefail\n${commands[0]}`], { cwd: project, env: npmEnv, timeout: 60_000 });
+  await exec('bash', ['-c', `set -euo pipefail\n${install}`], { cwd: project, env: npmEnv, timeout: 60_000 });
+  const manifest = JSON.parse(readFileSync(join(project, 'package.json'), 'utf8')) as {
+    dependencies?: Record<string, string>;
+  };
+  assert.ok(manifest.dependencies?.eventsource, 'eventsource is a dependency of the new project');
+  assert.equal(readFileSync(join(outer, 'package.json'), 'utf8'), outerManifest);
   writeFileSync(join(project, fileName), `${block(`file ${fileName}`)}\n`);
 
   const minted = await runCli(
@@ -82,7 +97,7 @@ test('follow.mjs of docs/events.md, as printed: the event it prints, and the fee
 
   let stdout = '';
   let stderr = '';
-  client = spawn('bash', ['-c', commands[1]!.replace('pst_…', token)], {
+  client = spawn('bash', ['-c', commands[0]!.replace('pst_…', token)], {
     cwd: project,
     env: { ...userEnv, PLANT_STORE_URL: server.url },
   });
