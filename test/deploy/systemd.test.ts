@@ -1,42 +1,49 @@
 import assert from 'node:assert/strict';
-import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { type ChildProcess, type ChildProcessByStdio, execFile, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import {
   chmodSync,
   chownSync,
   cpSync,
   existsSync,
+  lstatSync,
   mkdirSync,
   mkdtempSync,
   readFileSync,
+  readlinkSync,
   rmSync,
   statSync,
+  symlinkSync,
   writeFileSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
-import { after, test } from 'node:test';
+import type { Readable } from 'node:stream';
+import { type TestContext, after, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { readSettingsFile } from '../../src/launch.js';
 import { markedBlock } from '../docs/markdown.js';
 import { reapAtExit } from '../process.js';
 import { eventually } from '../support/eventually.js';
+import { folder, linkOrCopy, mirror } from '../support/mirror.js';
 import { freePort } from '../support/postgres.js';
 
-// deploy/plant-store.service and deploy/plant-store.env (issue 35, point 1). systemd checks the
-// unit (`systemd-analyze verify`, and `security --offline` for its hardening), then the service is
-// started as the unit would start it, without systemd (none runs on the test machines): the
-// settings installed by docs/operations.md's printed commands, the unit's ExecStart as the unit's
-// user (plant-store when it exists, else nobody), with the unit's environment (systemd's own
-// variables and the EnvironmentFile's), in its WorkingDirectory, without new privileges or
-// capabilities. As root, a mount namespace stands in for ProtectSystem=strict (every mount read-only
-// but the StateDirectory), PrivateTmp= and ProtectHome=. It serves, reloads the settings file on
-// ExecReload's SIGHUP, and exits 0 on SIGTERM (KillMode=mixed: to the main process alone). Not
-// proven here: systemd's own parsing of the EnvironmentFile (the file keeps to lines both parsers
-// read alike, which is checked), the system call filter, RestrictAddressFamilies=, PrivateDevices=,
-// ProtectProc= and the Protect{Kernel,Clock,Hostname,ControlGroups} directives.
+// deploy/plant-store.service and deploy/plant-store.env. systemd checks the unit (`systemd-analyze
+// verify`, and `security --offline` for its hardening), then the service is started as the unit
+// would start it, without systemd (none runs on the test machines): the settings installed by
+// docs/operations.md's printed commands, the unit's ExecStart as the unit's user (plant-store when
+// it exists, else nobody), with the unit's environment (systemd's own variables and the
+// EnvironmentFile's), in its WorkingDirectory, without new privileges or capabilities, from a copy
+// of this checkout as a server holds it at /opt/plant-store (the checkout may sit in a folder that
+// user cannot enter, and is hidden from it). As root, a mount namespace stands in for
+// ProtectSystem=strict (every mount read-only but the StateDirectory), PrivateTmp= and
+// ProtectHome=. The service serves, reloads the settings file on ExecReload's SIGHUP, and exits 0
+// on SIGTERM (KillMode=mixed: to the main process alone). Not proven here: systemd's own parsing
+// of the EnvironmentFile (the file keeps to lines both parsers read alike, which is checked), the
+// system call filter, RestrictAddressFamilies=, PrivateDevices=, ProtectProc= and the
+// Protect{Kernel,Clock,Hostname,ControlGroups} directives.
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url)).replace(/\/$/, '');
 const UNIT_TEXT = readFileSync(join(ROOT, 'deploy/plant-store.service'), 'utf8');
@@ -210,22 +217,71 @@ async function account(): Promise<Account> {
   throw new Error('neither plant-store nor nobody is a user here');
 }
 
+/**
+ * What a server holds at /opt/plant-store after docs/operations.md's `git clone`, `npm ci` and
+ * `npm prune --omit=dev`, made at `to` from this checkout: its files as `git ls-files` names them
+ * (committed or not), the build's dist/ folders, and package-lock.json's production dependencies.
+ * The unit's user runs the service from there, never from the checkout: a checkout may sit in a
+ * private folder (0700: any under /root, or one made by `mktemp -d`) that no other user may enter,
+ * which a server's install never does. Files are hard-linked (mirror.ts), so the copy is cheap.
+ */
+async function installedCopy(to: string): Promise<void> {
+  for (const built of ['dist/cli.js', 'packages/client/dist/index.js'])
+    assert.ok(existsSync(join(ROOT, built)), `${built} is built (npm run build)`);
+  const { stdout } = await exec('git', ['ls-files', '-z', '--cached', '--others', '--exclude-standard'], {
+    cwd: ROOT,
+    maxBuffer: 64 << 20,
+  });
+  const copy = (path: string): void => {
+    const source = join(ROOT, path);
+    const found = lstatSync(source, { throwIfNoEntry: false });
+    if (found === undefined) return; // deleted in the working tree, not committed yet
+    folder(dirname(join(to, path)));
+    if (found.isSymbolicLink()) symlinkSync(readlinkSync(source), join(to, path));
+    else linkOrCopy(source, join(to, path));
+  };
+  for (const path of stdout.split('\0')) if (path !== '') copy(path);
+  for (const built of ['dist', 'packages/client/dist']) mirror(join(ROOT, built), join(to, built));
+  const lock = JSON.parse(readFileSync(join(ROOT, 'package-lock.json'), 'utf8')) as {
+    packages: Record<string, { dev?: boolean; link?: boolean }>;
+  };
+  for (const [path, entry] of Object.entries(lock.packages)) {
+    // Not installed here: an optional package of another platform.
+    if (!path.startsWith('node_modules/') || entry.dev === true || !existsSync(join(ROOT, path))) continue;
+    // A workspace is a link to its folder, copied above. A package's own node_modules/ holds
+    // packages with entries of their own, or nothing to keep.
+    if (entry.link === true) copy(path);
+    else mirror(join(ROOT, path), join(to, path), (name) => name === 'node_modules');
+  }
+}
+
 // As root, a mount namespace (unshare) stands in for the unit's file-system directives before the
 // program is run as the user (setpriv execs it: its pid is the service's $MAINPID, as under
-// systemd). A folder that holds this checkout is left visible (a checkout in /home or /tmp).
+// systemd). This checkout is hidden there (an empty folder no one may enter is mounted on it,
+// when /tmp's or the home folders' did not already hide it): the service must run from its
+// installed copy alone, wherever the checkout sits.
+const HIDE_CHECKOUT = `if [ -d "$checkout" ]; then mount -t tmpfs -o mode=000 tmpfs "$checkout"; fi`;
 const SANDBOX = `set -e
-data=$1 keep=$2 user=$3 group=$4; shift 4
+data=$1 checkout=$2 user=$3 group=$4; shift 4
 mount --bind "$data" "$data"
 for m in $(awk '{print $5}' /proc/self/mountinfo); do
   case "$m" in /proc|/proc/*|/sys|/sys/*|/dev|/dev/*|"$data") ;; *) mount -o remount,bind,ro "$m" ;; esac
 done
-for d in /tmp /var/tmp; do case "$keep" in "$d"|"$d"/*) ;; *) mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs "$d" ;; esac; done
+for d in /tmp /var/tmp; do mount -t tmpfs -o mode=1777,nosuid,nodev tmpfs "$d"; done
 for d in /home /root /run/user; do
   [ -d "$d" ] || continue
-  case "$keep" in "$d"|"$d"/*) ;; *) mount -t tmpfs -o mode=000 tmpfs "$d" ;; esac
+  mount -t tmpfs -o mode=000 tmpfs "$d"
 done
+${HIDE_CHECKOUT}
 cd "$data"
 exec setpriv --reuid="$user" --regid="$group" --init-groups --no-new-privs --bounding-set=-all --inh-caps=-all -- "$@"`;
+
+/** `argv` as root with this checkout hidden, as the service's user sees the machine; as it is otherwise. */
+function withoutCheckout(argv: string[]): string[] {
+  if (!isRoot) return argv;
+  const hide = `set -e\ncheckout=$1; shift\n${HIDE_CHECKOUT}\ncd /\nexec "$@"`;
+  return ['unshare', '--mount', '--propagation', 'private', 'sh', '-c', hide, 'sh', ROOT, ...argv];
+}
 
 const running: ChildProcess[] = [];
 const scratch: string[] = [];
@@ -234,9 +290,30 @@ after(() => {
   for (const dir of scratch) rmSync(dir, { recursive: true, force: true });
 });
 
+/** A line of the unit with the server's paths replaced by `places`' (this test's). */
+function localized(text: string, places: Record<string, string>): string {
+  return text.replace(
+    /\/etc\/plant-store\/plant-store\.env|\/var\/lib\/plant-store|\/opt\/plant-store/g,
+    (path) => places[path] ?? path,
+  );
+}
+
+/** The unit's `key` command as argv, with this test's paths (systemd's "-" prefix is not part of it). */
+function unitCommand(key: string, places: Record<string, string>, t?: TestContext): string[] {
+  const argv = localized(one(key).replace(/^-/, ''), places).split(' ');
+  if (!existsSync(argv[0]!)) {
+    t?.diagnostic(`${argv[0]} is missing: ${process.execPath} runs instead`);
+    argv[0] = process.execPath;
+  }
+  return argv;
+}
+
+/** A child whose stdout and stderr are read here. */
+type Piped = ChildProcessByStdio<null, Readable, Readable>;
+
 test(
   'the unit’s ExecStart, run as its user with its environment, serves; ExecReload rereads the settings; SIGTERM exits 0',
-  { timeout: 120_000 },
+  { timeout: 180_000 },
   async (t) => {
     const user = isRoot ? await account() : undefined;
     if (user === undefined) t.diagnostic('not root: run as this user, without the mount namespace');
@@ -245,24 +322,26 @@ test(
     const top = mkdtempSync(join(isRoot ? '/var/lib' : tmpdir(), 'test-plant-store-unit-'));
     scratch.push(top);
     chmodSync(top, 0o755);
+    const opt = join(top, 'opt/plant-store');
     const etc = join(top, 'etc/plant-store');
     const data = join(top, 'lib/plant-store');
     const envFile = join(etc, 'plant-store.env');
+    // docs/operations.md's step 2: the code, built and pruned, where every user may read it.
+    await installedCopy(opt);
     mkdirSync(join(top, 'etc'), { mode: 0o755 });
     // StateDirectory=plant-store, StateDirectoryMode=0750: made for the user before the start.
     mkdirSync(join(top, 'lib'), { mode: 0o755 });
     mkdirSync(data, { mode: 0o750 });
     if (user) chownSync(data, user.uid, user.gid);
 
-    // The settings, installed by docs/operations.md's printed commands: the paths and group are this test's.
+    // The settings, installed by docs/operations.md's printed commands, in the installed code's
+    // folder as printed: the paths and group are this test's.
     const printed = markedBlock(readFileSync(join(ROOT, 'docs/operations.md'), 'utf8'), 'install', 'settings');
     const owner = user ? `-o root -g ${user.group}` : '';
     await exec(
       'bash',
       ['-ec', printed.replaceAll('/etc/plant-store', etc).replaceAll('-o root -g plant-store', owner)],
-      {
-        cwd: ROOT,
-      },
+      { cwd: opt },
     );
     const installed = statSync(envFile);
     assert.equal(installed.mode & 0o777, 0o640, 'the settings file: readable by its group only');
@@ -279,53 +358,47 @@ test(
     const places: Record<string, string> = {
       '/etc/plant-store/plant-store.env': envFile,
       '/var/lib/plant-store': data,
-      '/opt/plant-store': ROOT,
+      '/opt/plant-store': opt,
     };
-    const local = (text: string): string =>
-      text.replace(
-        /\/etc\/plant-store\/plant-store\.env|\/var\/lib\/plant-store|\/opt\/plant-store/g,
-        (path) => places[path]!,
-      );
-    const argv = local(one('ExecStart')).split(' ');
-    if (!existsSync(argv[0]!)) {
-      t.diagnostic(`${argv[0]} is missing: ${process.execPath} runs instead`);
-      argv[0] = process.execPath;
-    }
-    const workingDirectory = local(one('WorkingDirectory'));
+    const argv = unitCommand('ExecStart', places, t);
+    const workingDirectory = localized(one('WorkingDirectory'), places);
     assert.equal(workingDirectory, data);
     // systemd.exec(5), "Environment Variables in Spawned Processes": its own, then EnvironmentFile=.
-    const env = {
+    const env: Record<string, string> = {
       PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
       INVOCATION_ID: 'a'.repeat(32),
       STATE_DIRECTORY: data,
       ...(user ? { USER: user.name, LOGNAME: user.name, HOME: user.home, SHELL: user.shell } : {}),
       ...settings,
     };
-    const child = user
-      ? spawn(
-          'unshare',
-          [
-            '--mount',
-            '--propagation',
-            'private',
-            'sh',
-            '-c',
-            SANDBOX,
-            'sh',
-            data,
-            ROOT,
-            user.name,
-            user.group,
-            ...argv,
-          ],
-          {
-            env,
-            stdio: ['ignore', 'pipe', 'pipe'],
-          },
-        )
-      : spawn(argv[0]!, argv.slice(1), { cwd: workingDirectory, env, stdio: ['ignore', 'pipe', 'pipe'] });
-    running.push(child);
-    reapAtExit(child);
+    /** A command of the unit, spawned as systemd would: as its user, in its sandbox and folder. */
+    const asUnit = (command: string[], extra: Record<string, string> = {}): Piped => {
+      const options = { env: { ...env, ...extra }, stdio: ['ignore', 'pipe', 'pipe'] as ['ignore', 'pipe', 'pipe'] };
+      const spawned = user
+        ? spawn(
+            'unshare',
+            [
+              '--mount',
+              '--propagation',
+              'private',
+              'sh',
+              '-c',
+              SANDBOX,
+              'sh',
+              data,
+              ROOT,
+              user.name,
+              user.group,
+              ...command,
+            ],
+            options,
+          )
+        : spawn(command[0]!, command.slice(1), { ...options, cwd: workingDirectory });
+      running.push(spawned);
+      reapAtExit(spawned);
+      return spawned;
+    };
+    const child = asUnit(argv);
     const exited = once(child, 'exit') as Promise<[number | null, NodeJS.Signals | null]>;
     let stderr = '';
     child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
@@ -350,10 +423,14 @@ test(
     assert.equal(statSync(join(data, 'plant-store.db')).uid, user?.uid ?? process.getuid?.());
 
     // A plant-store command as printed: as the service's user, with its settings, on its database.
-    const command = local(markedBlock(readFileSync(join(ROOT, 'docs/operations.md'), 'utf8'), 'install', 'command'))
+    const command = localized(
+      markedBlock(readFileSync(join(ROOT, 'docs/operations.md'), 'utf8'), 'install', 'command'),
+      places,
+    )
       .replaceAll('/usr/bin/node', argv[0]!)
       .replace('runuser -u plant-store -- ', user ? `runuser -u ${user.name} -- ` : '');
-    const token = (await exec('bash', ['-ec', command], { env: { PATH: env.PATH } })).stdout.trim();
+    const [shell, ...shellArgs] = withoutCheckout(['bash', '-ec', command]);
+    const token = (await exec(shell!, shellArgs, { cwd: '/', env: { PATH: env.PATH } })).stdout.trim();
     const plants = await fetch(`${base}/plants`, { headers: { authorization: `Bearer ${token}` } });
     assert.equal(plants.status, 200);
 
