@@ -24,6 +24,25 @@ export interface IssuedToken {
   readonly expiresAt: number | null;
 }
 
+/**
+ * The scopes a new token of `subject` gets (each once), or a TokenInputError saying what is wrong
+ * with the subject or the scopes. TokenService.create checks with it; `token create` calls it
+ * before it opens the database, so a mistyped scope costs no connection.
+ */
+export function checkNewToken(subject: string, scopes: readonly string[]): Scope[] {
+  if (!isSubject(subject)) {
+    throw new TokenInputError('the subject must be 1 to 200 characters without control characters');
+  }
+  const unique = [...new Set(scopes)];
+  const bad = unique.filter((s) => !isScope(s));
+  if (unique.length === 0 || bad.length > 0) {
+    throw new TokenInputError(
+      `scopes must be a comma-separated list of ${SCOPES.join(', ')}${bad.length ? `; unknown: ${bad.join(', ')}` : ''}`,
+    );
+  }
+  return unique as Scope[];
+}
+
 /** Issuing, listing and revoking API tokens: the rules behind `plant-store token …`. */
 export class TokenService {
   constructor(
@@ -32,16 +51,7 @@ export class TokenService {
   ) {}
 
   async create({ subject, scopes, expiresInMs }: NewToken): Promise<IssuedToken> {
-    if (!isSubject(subject)) {
-      throw new TokenInputError('the subject must be 1 to 200 characters without control characters');
-    }
-    const unique = [...new Set(scopes)];
-    const bad = unique.filter((s) => !isScope(s));
-    if (unique.length === 0 || bad.length > 0) {
-      throw new TokenInputError(
-        `scopes must be a comma-separated list of ${SCOPES.join(', ')}${bad.length ? `; unknown: ${bad.join(', ')}` : ''}`,
-      );
-    }
+    const unique = checkNewToken(subject, scopes);
     const { id, token } = mintToken();
     const now = this.clock();
     const record: TokenRecord = {
@@ -54,7 +64,7 @@ export class TokenService {
       revokedAt: null,
     };
     await this.store.createToken(record);
-    return { id, token, subject, scopes: unique as Scope[], expiresAt: record.expiresAt };
+    return { id, token, subject, scopes: unique, expiresAt: record.expiresAt };
   }
 
   /**

@@ -1,4 +1,3 @@
-import { TokenInputError } from '../auth/token.service.js';
 import { ConfigError, loadConfig, parseWorkers } from '../config.js';
 import { COMMANDS, parseCommand } from './args.js';
 import { io } from './io.js';
@@ -141,7 +140,7 @@ export async function runCommand(argv: readonly string[], failed?: () => void): 
       err(await usageMessage(error));
       return 2;
     }
-    if (error instanceof ConfigError || error instanceof TokenInputError) {
+    if (error instanceof ConfigError) {
       err(`plant-store: ${error.message}`);
       return 2;
     }

@@ -1,7 +1,7 @@
 // plant-store token create|list|revoke: API tokens, straight in the database.
 import { once } from 'node:events';
 import { TOKEN_PREFIX, isTokenId, parseToken } from '../auth/token.js';
-import { LIST_BATCH, TokenService } from '../auth/token.service.js';
+import { LIST_BATCH, TokenInputError, TokenService, checkNewToken } from '../auth/token.service.js';
 import { loadConfig, parseDuration } from '../config.js';
 import type { TokenRecord } from '../store/store.js';
 import { parseCommand } from './args.js';
@@ -67,6 +67,7 @@ async function tokenCreate(args: string[]): Promise<number> {
     .map((s) => s.trim())
     .filter((s) => s !== '');
   const subject = values.subject;
+  checkNewToken(subject, scopes); // before the database is opened: a mistyped scope is a usage mistake
   const issued = await withStore((store) => new TokenService(store).create({ subject, scopes, expiresInMs }));
   if (values.json) {
     const { id, token, subject, scopes: granted, expiresAt } = issued;
@@ -230,10 +231,24 @@ async function tokenRevoke(args: string[]): Promise<number> {
   return 0;
 }
 
-/** `plant-store token …`. */
-export function tokenCommand(sub: string | undefined, args: string[]): Promise<number> {
-  if (sub === 'create') return tokenCreate(args);
-  if (sub === 'list') return tokenList(args);
-  if (sub === 'revoke') return tokenRevoke(args);
-  throw new UsageError(`unknown token command "${sub ?? ''}": use create, list or revoke`, 'token');
+/**
+ * `plant-store token …`. What TokenService refuses (a subject, a scope, an --after that names no
+ * token) was given on the command line: a usage mistake of that command, its usage after it.
+ */
+export async function tokenCommand(sub: string | undefined, args: string[]): Promise<number> {
+  const commands = new Map([
+    ['create', tokenCreate],
+    ['list', tokenList],
+    ['revoke', tokenRevoke],
+  ]);
+  const command = commands.get(sub ?? '');
+  if (command === undefined) {
+    throw new UsageError(`unknown token command "${sub ?? ''}": use create, list or revoke`, 'token');
+  }
+  try {
+    return await command(args);
+  } catch (error) {
+    if (error instanceof TokenInputError) throw new UsageError(error.message, `token ${sub}`);
+    throw error;
+  }
 }

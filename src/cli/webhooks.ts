@@ -93,12 +93,13 @@ export async function webhooksCommand(sub: string | undefined, args: string[], w
         });
         if (!values.subject || !values.url)
           throw new UsageError('webhooks add needs --subject <user> and --url <https://…>', 'webhooks add');
+        const events = parseEvents(values.events);
         const created = await withStore((store) =>
           service(store).create({
             owner: values.subject!,
             allPlants: values['all-plants'] ?? false,
             url: values.url!,
-            events: parseEvents(values.events),
+            events,
             description: values.description,
           }),
         );
