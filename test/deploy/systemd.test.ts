@@ -16,6 +16,7 @@ import {
   symlinkSync,
   writeFileSync,
 } from 'node:fs';
+import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -39,11 +40,11 @@ import { freePort } from '../support/postgres.js';
 // of this checkout as a server holds it at /opt/plant-store (the checkout may sit in a folder that
 // user cannot enter, and is hidden from it). As root, a mount namespace stands in for
 // ProtectSystem=strict (every mount read-only but the StateDirectory), PrivateTmp= and
-// ProtectHome=. The service serves, reloads the settings file on ExecReload's SIGHUP, and exits 0
-// on SIGTERM (KillMode=mixed: to the main process alone). Not proven here: systemd's own parsing
-// of the EnvironmentFile (the file keeps to lines both parsers read alike, which is checked), the
-// system call filter, RestrictAddressFamilies=, PrivateDevices=, ProtectProc= and the
-// Protect{Kernel,Clock,Hostname,ControlGroups} directives.
+// ProtectHome=. Its ExecStartPost returns once /readyz answers 200; the service serves, reloads the
+// settings file on ExecReload's SIGHUP, and exits 0 on SIGTERM (KillMode=mixed: to the main process
+// alone). Not proven here: systemd's own parsing of the EnvironmentFile (the file keeps to lines
+// both parsers read alike, which is checked), the system call filter, RestrictAddressFamilies=,
+// PrivateDevices=, ProtectProc= and the Protect{Kernel,Clock,Hostname,ControlGroups} directives.
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url)).replace(/\/$/, '');
 const UNIT_TEXT = readFileSync(join(ROOT, 'deploy/plant-store.service'), 'utf8');
@@ -132,6 +133,16 @@ test('the unit runs as its own user, reads the settings file, reloads with SIGHU
   assert.match(
     one('ExecStart'),
     /^\/usr\/bin\/node \/opt\/plant-store\/bin\/plant-store\.js serve --settings-file \/etc\/plant-store\/plant-store\.env$/,
+  );
+  // systemctl start returns once the service is ready; a start slower than the wait goes on ("-").
+  const wait = /^-\/usr\/bin\/node \/opt\/plant-store\/scripts\/wait-ready\.mjs --timeout ([0-9]+)s$/.exec(
+    one('ExecStartPost'),
+  );
+  assert.ok(wait, `ExecStartPost=${one('ExecStartPost')}`);
+  const startTimeout = /^([0-9]+)s$/.exec(one('TimeoutStartSec'));
+  assert.ok(
+    startTimeout && Number(wait[1]) < Number(startTimeout[1]),
+    'the wait gives up before systemd stops the unit',
   );
   assert.equal(one('ExecReload'), '/bin/kill -HUP $MAINPID');
   assert.equal(one('KillMode'), 'mixed');
@@ -311,8 +322,25 @@ function unitCommand(key: string, places: Record<string, string>, t?: TestContex
 /** A child whose stdout and stderr are read here. */
 type Piped = ChildProcessByStdio<null, Readable, Readable>;
 
+interface Finished {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** `child` followed to its end: its exit and what it wrote. */
+async function finished(child: Piped): Promise<Finished> {
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  const [code, signal] = (await once(child, 'exit')) as [number | null, NodeJS.Signals | null];
+  return { code, signal, stdout, stderr };
+}
+
 test(
-  'the unit’s ExecStart, run as its user with its environment, serves; ExecReload rereads the settings; SIGTERM exits 0',
+  'the unit’s ExecStart and ExecStartPost, run as its user with its environment: ExecStartPost returns once the service is ready; it serves; ExecReload rereads the settings; SIGTERM exits 0',
   { timeout: 180_000 },
   async (t) => {
     const user = isRoot ? await account() : undefined;
@@ -415,10 +443,26 @@ test(
         60_000,
       );
 
-    const started = await logged('started workers');
-    assert.equal(started.port, port);
+    // `systemctl start` (and `enable --now`): ExecStartPost once ExecStart's process runs, with
+    // $MAINPID; systemctl returns when it has. The service exiting first would fail the start.
+    const post = finished(asUnit(unitCommand('ExecStartPost', places), { MAINPID: String(child.pid) }));
+    const first = await Promise.race([
+      post.then((result) => ({ post: result })),
+      exited.then(([code, signal]) => ({ service: code ?? signal })),
+    ]);
+    if (!('post' in first))
+      assert.fail(
+        `the service exited (${String(first.service)}) before ExecStartPost returned: ${stderr}${lines.join('\n')}`,
+      );
+    assert.deepEqual({ code: first.post.code, stderr: first.post.stderr }, { code: 0, stderr: '' });
+    // docs/operations.md's next step, `curl -fsS http://127.0.0.1:8080/readyz`, at once.
     const base = `http://127.0.0.1:${port}`;
     assert.equal((await fetch(`${base}/readyz`)).status, 200);
+    const ready = JSON.parse(first.post.stdout) as Record<string, unknown>;
+    assert.deepEqual([ready.level, ready.url], [30, `${base}/readyz`], first.post.stdout);
+
+    const started = await logged('started workers');
+    assert.equal(started.port, port);
     // The database is the user's, in the data folder.
     assert.equal(statSync(join(data, 'plant-store.db')).uid, user?.uid ?? process.getuid?.());
 
@@ -456,3 +500,102 @@ test(
     assert.ok(lines.some((line) => line.includes('"msg":"all workers stopped"')));
   },
 );
+
+/** The unit's ExecStartPost run from this checkout on `env`'s HOST and PORT, its wait bounded by `timeout`. */
+function waitForReady(env: Record<string, string>, timeout: string): Promise<Finished> {
+  const argv = unitCommand('ExecStartPost', { '/opt/plant-store': ROOT });
+  assert.match(argv.at(-1)!, /^[0-9]+s$/);
+  argv[argv.length - 1] = timeout;
+  const child = spawn(argv[0]!, argv.slice(1), {
+    env: { PATH: process.env.PATH, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  reapAtExit(child);
+  return finished(child);
+}
+
+/** A stand-in for the service's /readyz on 127.0.0.1: `status(n)` is the n-th answer's (from 0). */
+async function readyz(status: (n: number) => number): Promise<{ port: number; answers: number[]; close(): void }> {
+  const answers: number[] = [];
+  const server = createServer((request, response) => {
+    const code = status(answers.length);
+    answers.push(code);
+    const body = code === 200 ? { status: 'ready' } : { error: code, message: 'the database is unreachable' };
+    response.writeHead(code, { 'content-type': 'application/json' }).end(JSON.stringify(body));
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const { port } = server.address() as { port: number };
+  return { port, answers, close: () => server.close() };
+}
+
+test('ExecStartPost’s wait asks /readyz again through 503s and exits 0 once it answered 200, asking loopback for HOST=0.0.0.0', async () => {
+  const service = await readyz((n) => (n < 3 ? 503 : 200));
+  try {
+    // $MAINPID names a process that runs (this one): the wait goes on.
+    const result = await waitForReady(
+      { HOST: '0.0.0.0', PORT: String(service.port), MAINPID: String(process.pid) },
+      '60s',
+    );
+    assert.deepEqual({ code: result.code, stderr: result.stderr }, { code: 0, stderr: '' });
+    assert.deepEqual(service.answers, [503, 503, 503, 200]);
+    const line = JSON.parse(result.stdout) as Record<string, unknown>;
+    assert.deepEqual(
+      [line.level, line.msg, line.url],
+      [30, 'the service is ready: /readyz answered 200', `http://127.0.0.1:${service.port}/readyz`],
+    );
+  } finally {
+    service.close();
+  }
+});
+
+test('ExecStartPost’s wait exits 1 when its bound has passed without a 200, or the service has exited, saying what /readyz answered last', async (t) => {
+  await t.test('a service that answers 503', async () => {
+    const service = await readyz(() => 503);
+    try {
+      const result = await waitForReady({ PORT: String(service.port) }, '1s');
+      const url = `http://127.0.0.1:${service.port}/readyz`;
+      assert.equal(result.code, 1, result.stderr);
+      assert.ok(service.answers.length > 0);
+      assert.equal(
+        result.stderr,
+        `plant-store wait-ready: GET ${url} did not answer 200 within 1 s; its last answer: 503 the database is unreachable\n`,
+      );
+      const line = JSON.parse(result.stdout) as Record<string, unknown>;
+      assert.deepEqual([line.level, line.url, line.last], [50, url, '503 the database is unreachable']);
+    } finally {
+      service.close();
+    }
+  });
+  await t.test('nothing listening', async () => {
+    const port = await freePort();
+    const result = await waitForReady({ HOST: '127.0.0.1', PORT: String(port) }, '1s');
+    assert.equal(result.code, 1, result.stderr);
+    assert.match(
+      result.stderr,
+      new RegExp(`within 1 s; its last answer: connect ECONNREFUSED 127\\.0\\.0\\.1:${port}\\n$`),
+    );
+  });
+  await t.test('the main process gone ($MAINPID) while /readyz answers 503: at once, not after the bound', async () => {
+    const service = await readyz(() => 503);
+    const gone = spawn(process.execPath, ['-e', ''], { stdio: 'ignore' });
+    await once(gone, 'exit');
+    try {
+      const result = await waitForReady({ PORT: String(service.port), MAINPID: String(gone.pid) }, '600s');
+      assert.equal(result.code, 1, result.stderr);
+      assert.equal(
+        result.stderr,
+        `plant-store wait-ready: the service (pid ${gone.pid}) exited before GET http://127.0.0.1:${service.port}/readyz answered 200; its own lines say why\n`,
+      );
+      const line = JSON.parse(result.stdout) as Record<string, unknown>;
+      assert.deepEqual([line.level, line.msg, line.mainPid], [50, 'the service exited before it was ready', gone.pid]);
+    } finally {
+      service.close();
+    }
+  });
+  await t.test('settings that do not parse (the service does not start either)', async () => {
+    const result = await waitForReady({ PORT: 'eighty' }, '1s');
+    assert.equal(result.code, 2);
+    assert.match(result.stderr, /the settings do not parse .*PORT must be a number/);
+  });
+});
