@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
-import { mkdir, mkdtemp, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { test } from 'node:test';
@@ -9,6 +9,7 @@ import type { Locator, Page } from 'playwright-core';
 import { Receiver } from '../e2e/webhook-receiver.js';
 import { callServer, runCli, startServer } from '../process.js';
 import { cleanupsInReverse } from '../support/cleanups.js';
+import { eventually } from '../support/eventually.js';
 import { BROWSER_TEST_TIMEOUT_MS, CHROMIUM, MISSING, PATIENCE_MS, launchLocalOnly, skip } from './chromium.js';
 
 // Issue 35, point 4: /portal on a phone. At 390 px the deliveries table was cut ("1 (HTT"), Next
@@ -16,10 +17,14 @@ import { BROWSER_TEST_TIMEOUT_MS, CHROMIUM, MISSING, PATIENCE_MS, launchLocalOnl
 // about 5 px. Here the page is a phone's (390×844, 3 device pixels a CSS pixel, touch) and every
 // part of it is measured as shown: signed out, signed in with a failing and a gone webhook, a
 // delivery opened to its attempts, each dialog. In each: the page does not scroll sideways, no
-// element reaches past the screen's edges, no text is under 12 px, and every button and link is
-// on top where a finger would press it.
+// element reaches past the screen's edges, no text is under 12 px, and every button, link and
+// checkbox is at least 24×24 px (a checkbox counts with its label, which toggles it) and on top
+// where a finger would press it. The live feed, under every delivery, is one tap away from the
+// top of the page and from wherever the page is scrolled, and one Enter away from the keyboard.
 
 const SCREENSHOT = fileURLToPath(new URL('../../test-output/portal-phone.png', import.meta.url));
+const FEED_SCREENSHOT = fileURLToPath(new URL('../../test-output/portal-phone-feed.png', import.meta.url));
+const AXE = fileURLToPath(new URL('../../node_modules/axe-core/axe.min.js', import.meta.url));
 const WIDTH = 390;
 const SCOPES = 'plants:read,plants:write,webhooks:read,webhooks:write';
 /** Long words that do not break by themselves: a URL and a description as people write them. */
@@ -80,18 +85,63 @@ const LAYOUT_PROBLEMS = `(() => {
     const size = parseFloat(getComputedStyle(control).fontSize);
     if (size < 12) problems.push(name(control) + ' is ' + size.toFixed(1) + ' px');
   }
-  for (const control of scope.querySelectorAll('button, a[href]')) {
+  // A checkbox is pressed through its label as well (a tap on either toggles it): the label is
+  // its target.
+  for (const control of scope.querySelectorAll('button, a[href], input[type="checkbox"]')) {
     if (!shown(control)) continue;
-    control.scrollIntoView({ block: 'center', inline: 'center' });
-    const box = control.getBoundingClientRect();
-    if (box.width < 24 || box.height < 24) problems.push(name(control) + ' is ' + Math.round(box.width) + '×' + Math.round(box.height) + ' px, under 24×24');
+    const target = control.matches('input') ? control.closest('label') || control : control;
+    target.scrollIntoView({ block: 'center', inline: 'center' });
+    const box = target.getBoundingClientRect();
+    if (box.width < 24 || box.height < 24) problems.push(name(target) + ' is ' + Math.round(box.width) + '×' + Math.round(box.height) + ' px, under 24×24');
     const hit = document.elementFromPoint(box.left + box.width / 2, box.top + box.height / 2);
-    if (!hit || !(hit === control || control.contains(hit)))
-      problems.push(name(control) + ' is under ' + (hit ? name(hit) : 'nothing'));
+    if (!hit || !(hit === target || target.contains(hit)))
+      problems.push(name(target) + ' is under ' + (hit ? name(hit) : 'nothing'));
   }
   window.scrollTo(0, 0);
   return problems;
 })()`;
+
+/**
+ * What the elements `selectors` match is not wholly on the screen, or is under something else
+ * there (the sections' bar, say), in words: [] when all is in view. A string, evaluated in the page.
+ */
+const notInView = (selectors: readonly string[]): string => `(() => {
+  const problems = [];
+  for (const selector of ${JSON.stringify(selectors)}) {
+    const elements = document.querySelectorAll(selector);
+    if (elements.length === 0) problems.push(selector + ' matches nothing');
+    for (const element of elements) {
+      const box = element.getBoundingClientRect();
+      if (box.top < -0.5 || box.left < -0.5 || box.bottom > innerHeight + 0.5 || box.right > innerWidth + 0.5)
+        problems.push(selector + ' spans ' + [box.left, box.top, box.right, box.bottom].map(Math.round).join(', ') +
+          ', the screen 0, 0, ' + innerWidth + ', ' + innerHeight);
+      const hit = document.elementFromPoint(box.left + box.width / 2, box.top + box.height / 2);
+      if (!hit || !(hit === element || element.contains(hit)))
+        problems.push(selector + ' is under ' + (hit ? hit.outerHTML.slice(0, 60) : 'nothing'));
+    }
+  }
+  return problems;
+})()`;
+
+/** What a person reaching the live feed must see: its heading, Pause and the event types' boxes. */
+const FEED_SHOWN = ['#feed-heading', '#feed-pause', '#feed-panel .types legend', '#feed-panel .types label'];
+
+/** The top of the element of id `id`, in CSS px from the top of the screen (negative: above it). */
+const topOf = (id: string): string => `document.getElementById(${JSON.stringify(id)}).getBoundingClientRect().top`;
+
+/**
+ * Waits until the panel of id `id` starts on the screen: scrolled to (as far as the page goes: the
+ * last panel may start lower than the others, the page's end being in view).
+ */
+const scrolledTo = (page: Page, id: string): Promise<true> =>
+  eventually(
+    async () => {
+      const top = await page.evaluate<number>(topOf(id));
+      return top >= 0 && top < (page.viewportSize()?.height ?? 0) ? true : undefined;
+    },
+    `#${id} scrolled onto the screen`,
+    PATIENCE_MS,
+  );
 
 async function mint(env: NodeJS.ProcessEnv): Promise<string> {
   const minted = await runCli(['token', 'create', '--subject', 'alice', '--scopes', SCOPES, '--json'], env);
@@ -100,7 +150,7 @@ async function mint(env: NodeJS.ProcessEnv): Promise<string> {
 }
 
 test(
-  '/portal at 390×844: no sideways scroll, nothing cut, text of 12 px or more, every button pressable',
+  '/portal at 390×844: no sideways scroll, nothing cut, text of 12 px or more, every button pressable, the feed a tap away',
   {
     timeout: BROWSER_TEST_TIMEOUT_MS,
     skip,
@@ -183,6 +233,69 @@ test(
         await webhookItem(goneUrl).getByText('disabled: the receiver answered 410 Gone').waitFor();
         await page.getByText('Following: new events appear here as they happen.').waitFor();
         assert.deepEqual(await layout(), []);
+      });
+
+      await t.test('the live feed is one tap away: from the top of the page, and from anywhere below', async () => {
+        const sections = page.getByRole('navigation', { name: 'Sections' });
+        await page.evaluate('window.scrollTo(0, 0)');
+        // What the sections' links are for: at the top of the page the feed is screens below.
+        const feedTop = await page.evaluate<number>(topOf('feed-panel'));
+        assert.ok(feedTop > 2 * 844, `the feed starts ${feedTop} px down, under the webhooks and deliveries`);
+        assert.deepEqual(await page.evaluate(notInView(['nav.sections a'])), [], 'the links are on the first screen');
+
+        await sections.getByRole('link', { name: 'Live feed' }).tap();
+        await scrolledTo(page, 'feed-panel');
+        assert.deepEqual(await page.evaluate(notInView(FEED_SHOWN)), []);
+        assert.equal(await page.evaluate<string>('location.hash'), '#feed-panel');
+        // Beyond the 24 px every target has (the layout's check): an event type is a finger's 44 px high.
+        const heights = await page.evaluate<number[]>(
+          "[...document.querySelectorAll('#feed-panel .types label')].map((label) => label.getBoundingClientRect().height)",
+        );
+        assert.ok(
+          heights.length === 2 && heights.every((height) => height >= 44),
+          `the labels' heights: ${heights.join(', ')}`,
+        );
+        await mkdir(dirname(FEED_SCREENSHOT), { recursive: true });
+        await page.screenshot({ path: FEED_SCREENSHOT, scale: 'css' });
+        t.diagnostic(`screenshot of the screen a tap on Live feed shows: ${FEED_SCREENSHOT}`);
+
+        // From there, the bar is still at the top of the screen: every panel is one tap away.
+        assert.deepEqual(await page.evaluate(notInView(['nav.sections a'])), []);
+        await sections.getByRole('link', { name: 'Deliveries' }).tap();
+        await scrolledTo(page, 'deliveries-panel');
+        assert.deepEqual(await page.evaluate(notInView(['#deliveries-heading', '#refresh'])), []);
+        await sections.getByRole('link', { name: 'Live feed' }).tap();
+        await scrolledTo(page, 'feed-panel');
+        assert.deepEqual(await page.evaluate(notInView(FEED_SHOWN)), []);
+        await sections.getByRole('link', { name: 'Webhooks' }).tap();
+        await scrolledTo(page, 'webhooks-panel');
+        assert.deepEqual(await page.evaluate(notInView(['#webhooks-heading', '#add-webhook'])), []);
+        assert.deepEqual(await layout(), []);
+      });
+
+      await t.test('from the keyboard, Enter on Live feed moves focus to the feed; Tab goes on inside it', async () => {
+        await page.evaluate('window.scrollTo(0, 0)');
+        await page.getByRole('navigation', { name: 'Sections' }).getByRole('link', { name: 'Live feed' }).focus();
+        await page.keyboard.press('Enter');
+        await eventually(
+          async () => ((await page.evaluate<string>('document.activeElement.id')) === 'feed-panel' ? true : undefined),
+          'focus on the feed',
+          PATIENCE_MS,
+        );
+        assert.deepEqual(await page.evaluate(notInView(FEED_SHOWN)), []);
+        await page.keyboard.press('Tab');
+        assert.equal(await page.evaluate<string>('document.activeElement.id'), 'feed-pause');
+        await page.evaluate('document.activeElement.blur()');
+      });
+
+      await t.test('an axe-core scan at 390 px finds no serious or critical violation', async () => {
+        await page.evaluate(await readFile(AXE, 'utf8'));
+        const violations = await page.evaluate<Array<{ id: string; impact: string; nodes: string[] }>>(
+          "axe.run(document).then((r) => r.violations.map((v) => ({ id: v.id, impact: v.impact, nodes: v.nodes.map((n) => n.target.join(' ')) })))",
+        );
+        const serious = violations.filter((v) => v.impact === 'serious' || v.impact === 'critical');
+        assert.deepEqual(serious, []);
+        if (violations.length > 0) t.diagnostic(`minor axe findings: ${JSON.stringify(violations)}`);
       });
 
       await t.test('Show attempts opens the attempt log, and it fits', async () => {
@@ -277,9 +390,10 @@ test(
         .then(() => deliveryRow('pending', '(HTTP 500)').getByRole('button', { name: 'Show attempts' }).click())
         .then(() => page.getByRole('table', { name: /^Attempts of delivery \d+, newest first$/ }).waitFor())
         .catch(() => {});
-      await page.evaluate('document.activeElement && document.activeElement.blur()');
+      // The sections' bar where it stands at the top of the page, not over the panel pictured.
+      await page.evaluate('document.activeElement && document.activeElement.blur(); window.scrollTo(0, 0)');
       const top = await page.evaluate<number>(
-        "document.getElementById('deliveries').getBoundingClientRect().top + scrollY",
+        "document.getElementById('deliveries-panel').getBoundingClientRect().top + scrollY",
       );
       await mkdir(dirname(SCREENSHOT), { recursive: true });
       await page.screenshot({

@@ -182,6 +182,19 @@ test(
         assert.match(await feed.innerText(), /plant\.created #1 /);
       });
 
+      await t.test(
+        'the panels side by side need no sections bar; each event type is a 24×24 px target or more',
+        async () => {
+          assert.equal(await page.getByRole('navigation', { name: 'Sections' }).isVisible(), false);
+          for (const name of ['plant.created', 'plant.deleted']) {
+            // A tap or click on its label toggles the checkbox: the label is the target.
+            const label = page.getByRole('group', { name: 'Event types' }).locator('label', { hasText: name });
+            const box = await label.boundingBox();
+            assert.ok(box !== null && box.width >= 24 && box.height >= 24, `${name}'s label: ${JSON.stringify(box)}`);
+          }
+        },
+      );
+
       await t.test('its delivery is shown, and opens to its attempts', async () => {
         await deliveryRow('delivered', 'plant.created').waitFor();
         await receiver.until((received) => received.some((r) => r.body.includes(BIG_ID) && r.verified), PATIENCE_MS);
