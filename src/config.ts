@@ -1,5 +1,5 @@
 // The only reader of process.env: environment → validated, frozen Config (STYLE.md, "Config once").
-import { PostgresUrlError, parsePostgresUrl } from './wire/postgres-url.js';
+import { PostgresUrlError, describePostgresUrl, parsePostgresUrl } from './wire/postgres-url.js';
 
 export interface RateLimit {
   readonly max: number;
@@ -148,6 +148,16 @@ export function parseDatabaseUrl(text: string): DatabaseTarget {
     return { engine: 'postgres', url: text };
   }
   throw new ConfigError('DATABASE_URL must start with sqlite: or postgres:// (e.g. sqlite:data/plant-store.db)');
+}
+
+/** The database without its password: `sqlite:<path>` or `postgres://user@host:port/database`. */
+export function describeDatabase(database: DatabaseTarget): string {
+  if (database.engine === 'sqlite') return `sqlite:${database.path}`;
+  try {
+    return describePostgresUrl(parsePostgresUrl(database.url));
+  } catch {
+    return 'postgres (an unparsable URL)';
+  }
 }
 
 function parsePort(text: string): number {

@@ -1,9 +1,9 @@
-import { describePostgresUrl, hostLabel, parsePostgresUrl } from './wire/postgres-url.js';
+import { hostLabel, parsePostgresUrl } from './wire/postgres-url.js';
 import cluster from 'node:cluster';
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type { Config } from './config.js';
-import { ConfigError } from './config.js';
+import { ConfigError, describeDatabase } from './config.js';
 import pino from 'pino';
 import { tracing } from './tracing-hooks.js';
 
@@ -38,16 +38,6 @@ export function readSettingsFile(path: string): Record<string, string> {
     values[match[1]!] = quoted ? quoted[2]! : raw.replace(/\s+#.*$/, '');
   });
   return values;
-}
-
-/** The database without its password: `sqlite:<path>` or `postgres://user@host:port/database`. */
-export function describeDatabase(database: Config['database']): string {
-  if (database.engine === 'sqlite') return `sqlite:${database.path}`;
-  try {
-    return describePostgresUrl(parsePostgresUrl(database.url));
-  } catch {
-    return 'postgres (an unparsable URL)';
-  }
 }
 
 /**

@@ -1,17 +1,12 @@
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { loadConfig } from '../config.js';
+import { describeDatabase, loadConfig } from '../config.js';
 import { io } from './io.js';
-import { describeDatabase } from '../launch.js';
-import { BackupRefusedError, type BackupResult, backupSqlite } from '../store/sqlite/snapshot.js';
+import type { BackupResult } from '../store/sqlite/snapshot.js';
 import { Progress, formatCount } from '../transfer/progress.js';
 import { parseCommand } from './args.js';
 import { databaseLine } from './database.js';
 import { UsageError, err } from './output.js';
-
-export const BACKUP_USAGE = `  backup <file> [--force]       copy the SQLite database to <file> while the server runs: the
-                                database at one instant (SQLite's online backup); refuses an existing
-                                <file> unless --force. On PostgreSQL use pg_dump (docs/operations.md)`;
 
 /** On a non-terminal, a progress line every this many pages at least (100 MiB of 4 KiB pages). */
 const LINE_EVERY_PAGES = 25_600;
@@ -62,6 +57,8 @@ export async function backupCommand(args: string[]): Promise<number> {
     });
     progress.update(copied, copied);
   };
+  // SQLite's driver loads here, once the arguments and the database were checked.
+  const { BackupRefusedError, backupSqlite } = await import('../store/sqlite/snapshot.js');
   let copied: BackupResult;
   try {
     copied = await backupSqlite(database.path, destination, { overwrite: values.force === true, onProgress });

@@ -1,9 +1,7 @@
 import { existsSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
-import { type DatabaseTarget, loadConfig } from '../config.js';
+import { type DatabaseTarget, describeDatabase, loadConfig } from '../config.js';
 import { io } from './io.js';
-import { describeDatabase } from '../launch.js';
-import { openStore } from '../store/open-store.js';
 import type { Store } from '../store/store.js';
 import { err } from './output.js';
 
@@ -28,10 +26,16 @@ export function databaseLine(database: DatabaseTarget): string {
   return `plant-store: database ${describeDatabase(database)}${notes.length > 0 ? ` (${notes.join('; ')})` : ''}`;
 }
 
-/** Opens the configured store, brought up to date, for one command, and says which database it is. */
+/**
+ * Opens the configured store, brought up to date, for one command, and says which database it is.
+ * The store's modules (both drivers, the schema's validators) load here, when a command has read
+ * its input and opens the database, not when a module imports this one: a usage mistake or a
+ * --help never loads them.
+ */
 export async function withStore<T>(run: (store: Store, applied: number[]) => Promise<T>): Promise<T> {
   const config = loadConfig(io().env);
   err(databaseLine(config.database));
+  const { openStore } = await import('../store/open-store.js');
   const store = await openStore(config.database, { poolSize: config.databasePoolSize });
   try {
     return await run(store, await store.migrate());

@@ -7,9 +7,10 @@ import { UsageError, err, out } from './output.js';
 // code, with what it says on io()'s streams (the process's, or those withIo gives: the tests run
 // commands so, in their own process). src/cli.ts runs it for the process.
 //
-// Each command loads only what it uses (a `token create` need not load the HTTP server, nor the
-// usage text its webhooks part computes): a command that imported everything took 0.7 s of CPU
-// before doing anything, `token create` 0.9 s.
+// Each command loads only what it uses (a `token create` need not load the HTTP server), and only
+// once its input is read: the usage (./usage.js), the parsing and every check of a command's input
+// import nothing heavy (no store, driver, logger, validator or HTTP server), so `--help`,
+// `--version` and a usage mistake cost no more than Node's own start (test/cli/light-start.test.ts).
 
 async function serveCommand(args: string[]): Promise<number> {
   const { values, positionals } = parseCommand(

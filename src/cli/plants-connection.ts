@@ -1,36 +1,14 @@
 // How the plants commands reach a running server: --url and --token (or the environment) made into
 // a typed client, and its failures said in the command's words, with the exit code they end in.
-import {
-  DEFAULT_RETRY_POLICY,
-  PlantStoreClient,
-  PlantStoreError,
-  PlantStoreNetworkError,
-  RETRY_STATUSES,
-} from '@plant-store/client';
+import { PlantStoreClient, PlantStoreError, PlantStoreNetworkError } from '@plant-store/client';
 import { DEFAULT_CLIENT_URL, loadClientSettings } from '../config.js';
 import { httpFetch } from './http-fetch.js';
 import { io } from './io.js';
 import { UsageError, err } from './output.js';
+import { EXIT_UNREACHABLE } from './usage.js';
 
-/** `plants …`: 1 when the server refused, 3 when it could not be reached (2 stays "called wrongly"). */
-export const EXIT_UNREACHABLE = 3;
 /** The options by which every plants command reaches the server. */
 export const CONNECTION = { url: 'string', token: 'string' } as const;
-
-/** 408, 429, 502-504: runs of consecutive statuses written as ranges. */
-function statusList(statuses: Iterable<number>): string {
-  const runs: number[][] = [];
-  for (const s of [...statuses].sort((a, b) => a - b)) {
-    const last = runs.at(-1);
-    if (last !== undefined && last.at(-1) === s - 1) last.push(s);
-    else runs.push([s]);
-  }
-  return runs.map((r) => (r.length > 2 ? `${r[0]}-${r.at(-1)}` : r.join(', '))).join(', ');
-}
-
-export const PLANTS_CONNECTION_USAGE = `  These take --url <url> (or PLANT_STORE_URL; default ${DEFAULT_CLIENT_URL}) and --token <token>
-  (or PLANT_STORE_TOKEN, which is better: arguments are visible to other users in ps). Failures the
-  server reports as retryable (${statusList(RETRY_STATUSES)}) and lost answers are retried ${DEFAULT_RETRY_POLICY.retries} times with backoff.`;
 
 /** A client of the server at --url / PLANT_STORE_URL, with --token / PLANT_STORE_TOKEN. */
 export function plantsClient(values: { url?: string | undefined; token?: string | undefined }, command: string) {

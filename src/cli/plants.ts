@@ -6,17 +6,6 @@ import { io } from './io.js';
 import { UsageError, err, out, table } from './output.js';
 import { CONNECTION, exitForFailure, plantsClient } from './plants-connection.js';
 
-export const PLANTS_USAGE = `  plants list [--tag T] [--limit N] [--page-size N] [--json]
-                                the plants the token can reach, in id order: all of them, or the
-                                first N with --limit; fetched --page-size per request (${LIMIT.min}-${LIMIT.max},
-                                default ${LIMIT.default}); a table on a terminal, else one "name<TAB>tag" line
-                                each; --json: one JSON array of plants ({"name","tag"}: the API
-                                returns no ids)
-  plants create --id <int64> --name <name> [--tag <tag>] [--json]
-                                create a plant (a negative id as it is: --id -5); --json prints
-                                {"id","name","tag"} with the id exact
-  plants delete --id <int64>    delete a plant (or: plants delete <int64>)`;
-
 function int64Arg(text: string, command: string): bigint {
   try {
     return toInt64(text);

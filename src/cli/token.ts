@@ -2,33 +2,15 @@
 import { once } from 'node:events';
 import { TOKEN_PREFIX, isTokenId, parseToken } from '../auth/token.js';
 import { LIST_BATCH, TokenInputError, TokenService, checkNewToken } from '../auth/token.service.js';
-import { loadConfig, parseDuration } from '../config.js';
+import { parseDuration } from '../config.js';
 import type { TokenRecord } from '../store/store.js';
 import { parseCommand } from './args.js';
 import { withStore } from './database.js';
 import { commandName } from './invocation.js';
 import { io } from './io.js';
 import { UsageError, err, out, table } from './output.js';
+import { MAX_EXPIRY_DAYS, REVOCATION_SECONDS } from './usage.js';
 import { shellWord } from '../wire/shell.js';
-
-const MAX_EXPIRY_DAYS = 3650; // ten years; omit --expires-in for a token that never expires
-
-/**
- * How long a running server may still accept a revoked token: it reuses a token's record from
- * memory that long (the token cache of src/auth/authenticator.ts, `tokenCacheMs` of the config).
- */
-export const REVOCATION_SECONDS = loadConfig({}).tokenCacheMs / 1000;
-
-export const TOKEN_USAGE = `  token create --subject <user> --scopes <s1,s2> [--expires-in 30d|12h|90s] [--json]
-                                issue an API token; the secret is printed once. --expires-in: up to
-                                ${MAX_EXPIRY_DAYS}d (s, m, h, d); without it the token never expires
-  token list [--subject <user>] [--limit N] [--after <token-id>] [--json]
-                                list tokens (never their secrets), oldest first: all of them, or
-                                the first N with --limit; --after: those after that token (the next
-                                page: after the last id printed, as stderr says when more follow);
-                                --subject: that user's only; --json: one JSON array
-  token revoke <token-id>       revoke a token (its id, or the whole token); running servers refuse
-                                it within ${REVOCATION_SECONDS} seconds`;
 
 const LIST_HEADER = ['ID', 'SUBJECT', 'SCOPES', 'CREATED', 'EXPIRES', 'STATUS'];
 

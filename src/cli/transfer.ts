@@ -1,7 +1,7 @@
-// plant-store export|import: every plant as NDJSON, straight from and into the database.
+// plant-store export|import: every plant as NDJSON, straight from and into the database. The
+// NDJSON's reader and writer (the plant schema's validator) load once the arguments are read: a
+// usage mistake answers without them.
 import { createReadStream, statSync } from 'node:fs';
-import { exportPlants } from '../transfer/export.js';
-import { importPlants } from '../transfer/import.js';
 import { Progress, formatCount } from '../transfer/progress.js';
 import { parseCommand } from './args.js';
 import { withStore } from './database.js';
@@ -10,13 +10,9 @@ import { UsageError, err } from './output.js';
 
 const MAX_PROBLEMS_SHOWN = 50;
 
-export const TRANSFER_USAGE = `  export                        write every plant (id, owner, name, tag) as NDJSON to stdout: the
-                                store at one instant, while the server goes on writing
-  import <file|->               load NDJSON plants in batched transactions; idempotent; invalid
-                                lines are reported by number and nothing of them is stored`;
-
 export async function exportCommand(args: string[]): Promise<number> {
   parseCommand('export', args, {});
+  const { exportPlants } = await import('../transfer/export.js');
   const written = await withStore((store) =>
     exportPlants(store, io().stdout, new Progress(io().stderr, 'plants', { lineEvery: 100_000 })),
   );
@@ -39,6 +35,7 @@ export async function importCommand(args: string[]): Promise<number> {
       throw new UsageError(`cannot read ${source}: ${reason}; give an NDJSON file, or - to read stdin`, command);
     }
   }
+  const { importPlants } = await import('../transfer/import.js');
   const input = source === '-' ? io().stdin : createReadStream(source);
   const progress = new Progress(io().stderr, 'lines', { totalBytes });
   const summary = await withStore((store) => importPlants(input, store, { progress, maxProblems: MAX_PROBLEMS_SHOWN }));

@@ -1,14 +1,103 @@
-// The usage of the plant-store command: every number in it comes from the code that decides it.
-import { loadConfig } from '../config.js';
-import { describeDatabase } from '../launch.js';
-import { BACKUP_USAGE } from './backup.js';
-import { EXIT_UNREACHABLE, PLANTS_CONNECTION_USAGE } from './plants-connection.js';
-import { PLANTS_USAGE } from './plants.js';
-import { TOKEN_USAGE } from './token.js';
-import { TRANSFER_USAGE } from './transfer.js';
-import { WEBHOOKS_USAGE } from './webhooks.js';
+// The usage of the plant-store command, every command's lines of it, and the limits those lines
+// state, which the commands import from here to check their input: one place for each number and
+// each text. This module imports only light ones (config.ts, the typed client, constants), never
+// a command's module: `--help`, `--version` and a usage mistake load nothing that opens a database,
+// logs, validates schemas or serves HTTP (test/cli/light-start.test.ts checks it), so they answer
+// in the time Node itself takes to start.
+import { DEFAULT_RETRY_POLICY, LIMIT, RETRY_STATUSES } from '@plant-store/client';
+import { DEFAULT_CLIENT_URL, describeDatabase, loadConfig } from '../config.js';
+import { OVERLAP_MAX_SECONDS } from '../webhooks/secret-overlap.js';
 
 const defaults = loadConfig({});
+
+/** `token create --expires-in`: ten years at most; without it a token never expires. */
+export const MAX_EXPIRY_DAYS = 3650;
+
+/**
+ * How long a running server may still accept a revoked token: it reuses a token's record from
+ * memory that long (the token cache of src/auth/authenticator.ts, `tokenCacheMs` of the config).
+ */
+export const REVOCATION_SECONDS = defaults.tokenCacheMs / 1000;
+
+/** How many deliveries a page of `webhooks deliveries` shows (`--before` gives the next page). */
+export const DELIVERIES = { default: 20, max: 1000 } as const;
+
+/** `plants …`: 1 when the server refused, 3 when it could not be reached (2 stays "called wrongly"). */
+export const EXIT_UNREACHABLE = 3;
+
+/** 408, 429, 502-504: runs of consecutive statuses written as ranges. */
+function statusList(statuses: Iterable<number>): string {
+  const runs: number[][] = [];
+  for (const s of [...statuses].sort((a, b) => a - b)) {
+    const last = runs.at(-1);
+    if (last !== undefined && last.at(-1) === s - 1) last.push(s);
+    else runs.push([s]);
+  }
+  return runs.map((r) => (r.length > 2 ? `${r[0]}-${r.at(-1)}` : r.join(', '))).join(', ');
+}
+
+const TOKEN_USAGE = `  token create --subject <user> --scopes <s1,s2> [--expires-in 30d|12h|90s] [--json]
+                                issue an API token; the secret is printed once. --expires-in: up to
+                                ${MAX_EXPIRY_DAYS}d (s, m, h, d); without it the token never expires
+  token list [--subject <user>] [--limit N] [--after <token-id>] [--json]
+                                list tokens (never their secrets), oldest first: all of them, or
+                                the first N with --limit; --after: those after that token (the next
+                                page: after the last id printed, as stderr says when more follow);
+                                --subject: that user's only; --json: one JSON array
+  token revoke <token-id>       revoke a token (its id, or the whole token); running servers refuse
+                                it within ${REVOCATION_SECONDS} seconds`;
+
+const TRANSFER_USAGE = `  export                        write every plant (id, owner, name, tag) as NDJSON to stdout: the
+                                store at one instant, while the server goes on writing
+  import <file|->               load NDJSON plants in batched transactions; idempotent; invalid
+                                lines are reported by number and nothing of them is stored`;
+
+const BACKUP_USAGE = `  backup <file> [--force]       copy the SQLite database to <file> while the server runs: the
+                                database at one instant (SQLite's online backup); refuses an existing
+                                <file> unless --force. On PostgreSQL use pg_dump (docs/operations.md)`;
+
+const WEBHOOKS_USAGE = `  webhooks list [--subject <user>] [--json]
+                                every webhook (or one subject's): id, subject, URL, events,
+                                status, creation; never their secrets
+  webhooks add --subject <user> --url <https://…> [--events plant.created,plant.deleted]
+               [--description <text>] [--all-plants] [--json]
+                                subscribe a URL for a subject; the signing secret is printed once.
+                                --all-plants: every plant's events (as a plants:admin caller gets)
+  webhooks remove <webhook-id>  delete a webhook and its delivery records
+  webhooks deliveries <webhook-id> [--limit N] [--before <delivery-id>] [--json]
+                                its newest N deliveries, newest first (1-${DELIVERIES.max}, default ${DELIVERIES.default});
+                                --before: the page of older ones, as the last page's hint says
+  webhooks retry <webhook-id> <delivery-id>
+                                send a delivery again (same webhook-id), at once
+  webhooks enable <webhook-id>  make a disabled webhook active again
+  webhooks update <webhook-id> [--url <https://…>] [--events plant.created,…]
+                  [--description <text>] [--status active|disabled] [--json]
+                                change a webhook; --status disabled pauses its deliveries
+  webhooks rotate <webhook-id> [--overlap 24h] [--json]
+                                a new signing secret, printed once; the old one signs beside it
+                                for --overlap (0 to ${OVERLAP_MAX_SECONDS / 86_400}d, default 24h; 0: from now on only the new)
+  webhooks ping <webhook-id> [--json]
+                                send a test delivery (webhook.ping) now, whatever its status
+  webhooks recover <webhook-id> --since <RFC 3339> [--json]
+                                send its failed deliveries created since then again, from the
+                                start of the retry schedule
+  webhooks attempts <webhook-id> <delivery-id> [--json]
+                                a delivery's attempts, newest first: status, time, error, answer`;
+
+const PLANTS_USAGE = `  plants list [--tag T] [--limit N] [--page-size N] [--json]
+                                the plants the token can reach, in id order: all of them, or the
+                                first N with --limit; fetched --page-size per request (${LIMIT.min}-${LIMIT.max},
+                                default ${LIMIT.default}); a table on a terminal, else one "name<TAB>tag" line
+                                each; --json: one JSON array of plants ({"name","tag"}: the API
+                                returns no ids)
+  plants create --id <int64> --name <name> [--tag <tag>] [--json]
+                                create a plant (a negative id as it is: --id -5); --json prints
+                                {"id","name","tag"} with the id exact
+  plants delete --id <int64>    delete a plant (or: plants delete <int64>)`;
+
+const PLANTS_CONNECTION_USAGE = `  These take --url <url> (or PLANT_STORE_URL; default ${DEFAULT_CLIENT_URL}) and --token <token>
+  (or PLANT_STORE_TOKEN, which is better: arguments are visible to other users in ps). Failures the
+  server reports as retryable (${statusList(RETRY_STATUSES)}) and lost answers are retried ${DEFAULT_RETRY_POLICY.retries} times with backoff.`;
 
 /**
  * Lines a user can paste into a POSIX shell, in order, beside a server on the same DATABASE_URL

@@ -1,27 +1,14 @@
 import { parseDuration } from '../config.js';
-import { parseDecimalBigInt } from '../http/validation.js';
+import { parseDecimalBigInt } from '../wire/int64.js';
 import { EVENT_TYPES, type EventType } from '../store/event-store.js';
 import type { WebhookService } from '../webhooks/webhook.service.js';
-import { OVERLAP_MAX_SECONDS, type WebhookPatchBody } from '../webhooks/webhook.schema.js';
+import type { WebhookPatchBody } from '../webhooks/webhook.schema.js';
+import { OVERLAP_MAX_SECONDS } from '../webhooks/secret-overlap.js';
 import { parseCommand } from './args.js';
 import { UsageError, err, out, table } from './output.js';
 
 // `plant-store webhooks update|rotate|ping|recover|attempts`: interface 1.2.0's webhook management,
 // through the same WebhookService as the HTTP API, for any subject's webhook (an operator's view).
-
-export const WEBHOOKS_MANAGE_USAGE = `  webhooks update <webhook-id> [--url <https://…>] [--events plant.created,…]
-                  [--description <text>] [--status active|disabled] [--json]
-                                change a webhook; --status disabled pauses its deliveries
-  webhooks rotate <webhook-id> [--overlap 24h] [--json]
-                                a new signing secret, printed once; the old one signs beside it
-                                for --overlap (0 to 7d, default 24h; 0: from now on only the new)
-  webhooks ping <webhook-id> [--json]
-                                send a test delivery (webhook.ping) now, whatever its status
-  webhooks recover <webhook-id> --since <RFC 3339> [--json]
-                                send its failed deliveries created since then again, from the
-                                start of the retry schedule
-  webhooks attempts <webhook-id> <delivery-id> [--json]
-                                a delivery's attempts, newest first: status, time, error, answer`;
 
 export const MANAGE_COMMANDS = ['update', 'rotate', 'ping', 'recover', 'attempts'] as const;
 type ManageCommand = (typeof MANAGE_COMMANDS)[number];
@@ -58,7 +45,10 @@ function parseOverlap(text: string | undefined, command: string): number | undef
   if (text === undefined) return undefined;
   const ms = /^0+(?:ms|s|m|h|d)?$/.test(text.trim()) ? 0 : parseDuration(text);
   if (ms === undefined || ms % 1000 !== 0 || ms / 1000 > OVERLAP_MAX_SECONDS) {
-    throw new UsageError('--overlap takes a duration from 0 to 7d in whole seconds, such as 24h, 90m or 0', command);
+    throw new UsageError(
+      `--overlap takes a duration from 0 to ${OVERLAP_MAX_SECONDS / 86_400}d in whole seconds, such as 24h, 90m or 0`,
+      command,
+    );
   }
   return ms / 1000;
 }

@@ -1,37 +1,20 @@
+// plant-store webhooks …: every subject's webhooks, straight in the database. The command's input
+// is read and checked with light modules only; the webhook service (the URL policy, the schemas,
+// the secrets' crypto) and the store load once the command goes to work, so a usage mistake
+// answers without them.
 import { loadConfig } from '../config.js';
 import { io } from './io.js';
 import { commandName } from './invocation.js';
 import { shellWord } from '../wire/shell.js';
-import { HttpError } from '../errors.js';
-import { parseDecimalBigInt } from '../http/validation.js';
+import { parseDecimalBigInt } from '../wire/int64.js';
 import type { Store } from '../store/store.js';
 import type { EventType } from '../store/event-store.js';
 import { EVENT_TYPES } from '../store/event-store.js';
-import { SecretBox } from '../webhooks/secret-box.js';
-import { allowPrivateHint } from '../webhooks/address-policy.js';
-import { PrivateTargetError, WebhookService } from '../webhooks/webhook.service.js';
+import type { WebhookService } from '../webhooks/webhook.service.js';
 import { parseCommand } from './args.js';
-import { WEBHOOKS_MANAGE_USAGE, isManageCommand, manageCommand } from './webhooks-manage.js';
+import { isManageCommand, manageCommand } from './webhooks-manage.js';
 import { UsageError, err, out, table } from './output.js';
-
-/** How many deliveries a page of `webhooks deliveries` shows (`--before` gives the next page). */
-const DELIVERIES = { default: 20, max: 1000 } as const;
-
-export const WEBHOOKS_USAGE = `  webhooks list [--subject <user>] [--json]
-                                every webhook (or one subject's): id, subject, URL, events,
-                                status, creation; never their secrets
-  webhooks add --subject <user> --url <https://…> [--events plant.created,plant.deleted]
-               [--description <text>] [--all-plants] [--json]
-                                subscribe a URL for a subject; the signing secret is printed once.
-                                --all-plants: every plant's events (as a plants:admin caller gets)
-  webhooks remove <webhook-id>  delete a webhook and its delivery records
-  webhooks deliveries <webhook-id> [--limit N] [--before <delivery-id>] [--json]
-                                its newest N deliveries, newest first (1-${DELIVERIES.max}, default ${DELIVERIES.default});
-                                --before: the page of older ones, as the last page's hint says
-  webhooks retry <webhook-id> <delivery-id>
-                                send a delivery again (same webhook-id), at once
-  webhooks enable <webhook-id>  make a disabled webhook active again
-${WEBHOOKS_MANAGE_USAGE}`;
+import { DELIVERIES } from './usage.js';
 
 type WithStore = <T>(run: (store: Store) => Promise<T>) => Promise<T>;
 
@@ -61,12 +44,18 @@ const onlyId = (args: string[], command: string): string =>
 /** `plant-store webhooks …`: the operator's view of every subject's webhooks, on the same settings as serve. */
 export async function webhooksCommand(sub: string | undefined, args: string[], withStore: WithStore): Promise<number> {
   const config = loadConfig(io().env);
-  const service = (store: Store) => new WebhookService(store, config.events, new SecretBox(config.events.secretsKey));
+  const withService = async <T>(run: (service: WebhookService) => Promise<T>): Promise<T> => {
+    const [{ WebhookService }, { SecretBox }] = await Promise.all([
+      import('../webhooks/webhook.service.js'),
+      import('../webhooks/secret-box.js'),
+    ]);
+    return withStore((store) => run(new WebhookService(store, config.events, new SecretBox(config.events.secretsKey))));
+  };
   try {
     switch (sub) {
       case 'list': {
         const { values } = parseCommand('webhooks list', args, { subject: 'string', json: 'boolean' });
-        const hooks = await withStore((store) => service(store).listWithSubjects(values.subject ?? null));
+        const hooks = await withService((service) => service.listWithSubjects(values.subject ?? null));
         if (values.json) out(JSON.stringify(hooks));
         else if (hooks.length === 0)
           err('No webhooks. Add one with: plant-store webhooks add --subject <user> --url <https://…>');
@@ -94,8 +83,8 @@ export async function webhooksCommand(sub: string | undefined, args: string[], w
         if (!values.subject || !values.url)
           throw new UsageError('webhooks add needs --subject <user> and --url <https://…>', 'webhooks add');
         const events = parseEvents(values.events);
-        const created = await withStore((store) =>
-          service(store).create({
+        const created = await withService((service) =>
+          service.create({
             owner: values.subject!,
             allPlants: values['all-plants'] ?? false,
             url: values.url!,
@@ -116,13 +105,13 @@ export async function webhooksCommand(sub: string | undefined, args: string[], w
       }
       case 'remove': {
         const id = onlyId(args, 'webhooks remove');
-        await withStore((store) => service(store).remove(null, id));
+        await withService((service) => service.remove(null, id));
         err(`Removed webhook ${id}.`);
         return 0;
       }
       case 'enable': {
         const id = onlyId(args, 'webhooks enable');
-        await withStore((store) => service(store).enable(null, id));
+        await withService((service) => service.enable(null, id));
         err(`Webhook ${id} is active again.`);
         return 0;
       }
@@ -150,7 +139,7 @@ export async function webhooksCommand(sub: string | undefined, args: string[], w
             command,
           );
         }
-        const page = await withStore((store) => service(store).deliveryPage(null, id, limit, before));
+        const page = await withService((service) => service.deliveryPage(null, id, limit, before));
         const found = page.deliveries;
         if (values.json) out(JSON.stringify(found, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v)));
         else if (found.length === 0)
@@ -191,19 +180,24 @@ export async function webhooksCommand(sub: string | undefined, args: string[], w
             command,
           );
         }
-        await withStore((store) => service(store).retry(null, positionals[0]!, deliveryId));
+        await withService((service) => service.retry(null, positionals[0]!, deliveryId));
         err(`Delivery ${deliveryId} of webhook ${positionals[0]!} will be sent again.`);
         return 0;
       }
       default:
-        if (isManageCommand(sub))
-          return await manageCommand(sub, args, (run) => withStore((store) => run(service(store))));
+        if (isManageCommand(sub)) return await manageCommand(sub, args, withService);
         throw new UsageError(
           `unknown webhooks command "${sub ?? ''}": use list, add, remove, deliveries, retry, enable, update, rotate, ping, recover or attempts`,
           'webhooks',
         );
     }
   } catch (error) {
+    if (error instanceof UsageError) throw error;
+    const [{ HttpError }, { PrivateTargetError }, { allowPrivateHint }] = await Promise.all([
+      import('../errors.js'),
+      import('../webhooks/webhook.service.js'),
+      import('../webhooks/address-policy.js'),
+    ]);
     if (!(error instanceof HttpError)) throw error;
     // This command checks the URL in its own process, and the server again before each delivery.
     const hint = allowPrivateHint("WEBHOOK_ALLOW_PRIVATE=1 in this command's environment and the server's");

@@ -2,7 +2,7 @@ import type { FastifyReply } from 'fastify';
 import Type from '#typebox';
 import { HttpError } from '../errors.js';
 import { negotiateMediaType } from '../http/accept.js';
-import { parseDecimalBigInt } from '../http/validation.js';
+import { parseDecimalBigInt } from '../wire/int64.js';
 import { EXAMPLE_PLANT, Int64 } from '../wire/schemas.js';
 import { EVENT_TYPES, type EventRow, type EventStore, type EventType } from '../store/event-store.js';
 import { type TypeFilter, typesQueryText } from './event-types-query.js';

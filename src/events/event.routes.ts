@@ -4,7 +4,7 @@ import { HttpError } from '../errors.js';
 import { varyOnAccept } from '../http/accept.js';
 import type { ApiPart } from '../http/openapi.js';
 import { errorResponses } from '../http/responses.js';
-import { parseDecimalBigInt } from '../http/validation.js';
+import { parseDecimalBigInt } from '../wire/int64.js';
 import { failureFields } from '../store/store.js';
 import { EVENT_TYPES, type EventStore } from '../store/event-store.js';
 import { EventItem, JSON_PAGES, PAGE_LIMIT, STREAM, sendPage, wantsPages } from './event-pages.js';

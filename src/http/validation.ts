@@ -1,5 +1,6 @@
 import { Ajv, type AnySchema, type ValidateFunction } from 'ajv';
 import type { FastifySchemaCompiler } from 'fastify';
+import { INT64_MAX, INT64_MIN, parseDecimalBigInt } from '../wire/int64.js';
 
 /**
  * One schema serves validation and the OpenAPI document. Two places need more than Ajv offers,
@@ -12,10 +13,8 @@ import type { FastifySchemaCompiler } from 'fastify';
  *    JSON reader hands over every integer as a bigint) the same keyword takes the bigint, as a number.
  */
 
-export const INT64_MIN = -(2n ** 63n);
 /** RFC 3339 §5.6 `date-time`, exactly: a date, a time and an offset (the schemas' format, the CLI's times). */
 export const RFC3339_DATE_TIME = /^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:[Zz]|[+-]\d{2}:\d{2})$/;
-export const INT64_MAX = 2n ** 63n - 1n;
 
 type Schema = Record<string, unknown>;
 
@@ -42,13 +41,6 @@ function rewrite(schema: unknown, fromText: boolean): unknown {
 
 function replace(ctx: DataContext | undefined, value: unknown): void {
   if (ctx) ctx.parentData[ctx.parentDataProperty] = value;
-}
-
-/** A decimal text such as "-12" or "0042" → bigint; anything else → undefined. */
-export function parseDecimalBigInt(text: string): bigint | undefined {
-  if (!/^-?[0-9]{1,40}$/.test(text)) return undefined;
-  const value = BigInt(text);
-  return value >= INT64_MIN && value <= INT64_MAX ? value : undefined;
 }
 
 function makeAjv(): Ajv {

@@ -1,4 +1,4 @@
-import { parseDecimalBigInt } from '../http/validation.js';
+import { parseDecimalBigInt } from '../wire/int64.js';
 
 // A cursor names the last id of the page it follows. It is opaque to callers (base64url) so that
 // its form can change; one this service did not issue is a 400.

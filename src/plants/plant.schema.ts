@@ -1,5 +1,5 @@
 import Type, { type Static } from '#typebox';
-import { INT64_MIN } from '../http/validation.js';
+import { INT64_MIN } from '../wire/int64.js';
 import { EXAMPLE_PLANT, Int64, TEXT_RULE, int64, textPattern } from '../wire/schemas.js';
 import { encodeCursor } from './cursor.js';
 

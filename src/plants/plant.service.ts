@@ -1,6 +1,6 @@
 import type { Principal } from '../auth/principal.js';
 import { HttpError } from '../errors.js';
-import { INT64_MAX, INT64_MIN } from '../http/validation.js';
+import { INT64_MAX, INT64_MIN } from '../wire/int64.js';
 import { type PlantRecord, type PlantStore, samePlant } from '../store/store.js';
 import { decodeCursor, encodeCursor } from './cursor.js';
 import type { NewPlant, Plant } from './plant.schema.js';

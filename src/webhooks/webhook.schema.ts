@@ -1,6 +1,7 @@
 import Type, { type Static } from '#typebox';
 import type { EventType } from '../store/event-store.js';
 import type { DisabledReason } from '../store/webhook-store.js';
+import { OVERLAP_MAX_SECONDS } from './secret-overlap.js';
 import { TEXT_RULE, textPattern } from '../wire/schemas.js';
 
 // The shapes of CONTRACT.md's Events sections (1.1.0 and 1.2.0): Webhook, the created webhook with
@@ -23,8 +24,6 @@ const EXAMPLE_SECRET = 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw';
 /** The secret POST /webhooks/{id}/secret answers: the one after EXAMPLE_SECRET. */
 const EXAMPLE_ROTATED_SECRET = 'whsec_Zb3q1xJf0oYtE8m2RkVw7uHcLp4sNa6D';
 export const DESCRIPTION_MAX = 200;
-/** The longest overlap of two secrets a rotation may ask for: 7 days. */
-export const OVERLAP_MAX_SECONDS = 604_800;
 
 export const EventTypeSchema = Type.Union(
   [

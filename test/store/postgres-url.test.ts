@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { ConfigError, loadConfig } from '../../src/config.js';
-import { databaseIdentity, describeDatabase } from '../../src/launch.js';
+import { ConfigError, describeDatabase, loadConfig } from '../../src/config.js';
+import { databaseIdentity } from '../../src/launch.js';
 import { fits } from '../../src/store/postgres/hosts.js';
 import { PostgresUrlError, describePostgresUrl, hostUrl, parsePostgresUrl } from '../../src/wire/postgres-url.js';
 
