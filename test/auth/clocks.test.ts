@@ -9,6 +9,7 @@ import { TokenService } from '../../src/auth/token.service.js';
 import { openSqlite } from '../../src/store/sqlite/store.js';
 import type { Store } from '../../src/store/store.js';
 import { openScratchPostgres, stopSharedPostgres } from '../support/postgres.js';
+import { runsOn, underTest } from '../support/engines.js';
 
 // Issue 13: where two machines' clocks meet. `token revoke` and `token create` may run on a host
 // whose clock is off; the servers must not trust it.
@@ -20,11 +21,14 @@ const ENGINES: ReadonlyArray<[string, () => Promise<Store>]> = [
   ['postgres', openScratchPostgres],
 ];
 
+/** The PostgreSQL-only tests below run where this run covers PostgreSQL. */
+const onPostgres = { skip: !runsOn('postgres') && 'this run covers SQLite only' };
+
 const MINUTE = 60_000;
 /** A fresh lookup on every request: no cache hides what the store says. */
 const NO_CACHE = 0;
 
-for (const [engine, open] of ENGINES) {
+for (const [engine, open] of underTest(ENGINES)) {
   test(`${engine}: a token revoked from a host whose clock is a minute ahead is refused at once`, async (t) => {
     const store = await open();
     t.after(() => store.close());
@@ -45,22 +49,29 @@ for (const [engine, open] of ENGINES) {
   });
 }
 
-test('postgres: a token created from a host whose clock is an hour behind keeps the lifetime asked for, on the database clock', async (t) => {
-  const store = await openScratchPostgres();
-  t.after(() => store.close());
-  await store.migrate();
-  const server = new TokenAuthenticator(store, Date.now, NO_CACHE);
-  const slowHost = new TokenService(store, () => Date.now() - 60 * MINUTE);
-  // 30 minutes from the slow host's "now" would be half an hour in the past on every other clock.
-  const issued = await slowHost.create({ subject: 'alice', scopes: ['plants:read'], expiresInMs: 30 * MINUTE });
-  assert.equal(subjectOf(await server.authenticate(issued.token)), 'alice');
-  const record = await store.findToken(issued.id);
-  assert.ok(record?.expiresAt && record.readAt !== undefined);
-  assert.equal(record.expiresAt - record.createdAt, 30 * MINUTE);
-  assert.ok(Math.abs(record.createdAt - record.readAt) < MINUTE, 'created_at is the database clock, not the host one');
-});
+test(
+  'postgres: a token created from a host whose clock is an hour behind keeps the lifetime asked for, on the database clock',
+  onPostgres,
+  async (t) => {
+    const store = await openScratchPostgres();
+    t.after(() => store.close());
+    await store.migrate();
+    const server = new TokenAuthenticator(store, Date.now, NO_CACHE);
+    const slowHost = new TokenService(store, () => Date.now() - 60 * MINUTE);
+    // 30 minutes from the slow host's "now" would be half an hour in the past on every other clock.
+    const issued = await slowHost.create({ subject: 'alice', scopes: ['plants:read'], expiresInMs: 30 * MINUTE });
+    assert.equal(subjectOf(await server.authenticate(issued.token)), 'alice');
+    const record = await store.findToken(issued.id);
+    assert.ok(record?.expiresAt && record.readAt !== undefined);
+    assert.equal(record.expiresAt - record.createdAt, 30 * MINUTE);
+    assert.ok(
+      Math.abs(record.createdAt - record.readAt) < MINUTE,
+      'created_at is the database clock, not the host one',
+    );
+  },
+);
 
-test('postgres: a server whose own clock is off judges expiry on the database clock', async (t) => {
+test('postgres: a server whose own clock is off judges expiry on the database clock', onPostgres, async (t) => {
   const store = await openScratchPostgres();
   t.after(() => store.close());
   await store.migrate();

@@ -23,6 +23,7 @@ import {
   seedId,
   seedPlants,
 } from './snapshot-support.js';
+import { underTest } from '../support/engines.js';
 
 // Operations issue, 5: `plant-store export` reads one snapshot (one read transaction on SQLite,
 // REPEATABLE READ on PostgreSQL), so an export under write load is the store at one instant.
@@ -74,7 +75,7 @@ const parseExport = (text: string): Map<bigint, string> => {
   return plants;
 };
 
-for (const [engine, create] of engines) {
+for (const [engine, create] of underTest(engines)) {
   test(
     `${engine}: export under a create/delete load is the store at one instant; writes committed while it is held mid-stream are not in it; import restores it exactly`,
     { timeout: 180_000 },

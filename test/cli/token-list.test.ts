@@ -13,6 +13,7 @@ import { openSqlite } from '../../src/store/sqlite/store.js';
 import type { Store, TokenRecord } from '../../src/store/store.js';
 import { type CliResult, runCli } from '../process.js';
 import { scratchSchema, stopSharedPostgres } from '../support/postgres.js';
+import { underTest } from '../support/engines.js';
 
 // Issue 36: `token list` in pages (--limit, --after, --subject), read and printed LIST_BATCH
 // tokens at a time on both engines; without options it prints what it printed before.
@@ -148,7 +149,7 @@ function assertNoSecret(secrets: readonly string[], ...outputs: string[]): void 
 
 const hint = /^More tokens follow: .*token list --limit (\d+) --after ([0-9A-Za-z]{12})( --subject \S+)?( --json)?$/m;
 
-for (const [engine, create] of engines) {
+for (const [engine, create] of underTest(engines)) {
   test(`${engine}: token list without options prints every token, oldest first, as one table or one JSON array`, async (t) => {
     const database = await create();
     t.after(() => database.drop());

@@ -9,6 +9,7 @@ import type { Store } from '../../src/store/store.js';
 import { EVENT_TYPES } from '../../src/store/event-store.js';
 import { type ClaimedDelivery, type Newcomers, originOf } from '../../src/store/webhook-store.js';
 import { reusableScratch, stopSharedPostgres } from '../support/postgres.js';
+import { underTest } from '../support/engines.js';
 
 // Issue 36 (the webhooks axis of bench:scale): a claim's slow start. A webhook the dispatcher has
 // no count for takes the room its receiver's origin has (`byOrigin`: a receiver seen to answer),
@@ -94,7 +95,7 @@ test('originOf reads what PostgreSQL reads: everything before the path, query or
   assert.equal(originOf('https://[::1]:8443?q'), 'https://[::1]:8443');
 });
 
-for (const engine of engines) {
+for (const engine of underTest(engines)) {
   test(`${engine.name}: without newcomers every webhook takes perWebhook`, async (t) => {
     const opened = await engine.open();
     t.after(() => opened.close());
@@ -130,7 +131,7 @@ for (const engine of engines) {
   });
 }
 
-for (const engine of engines) {
+for (const engine of underTest(engines)) {
   test(`${engine.name}: a claim takes the webhooks in turn from the one after \`after\`, past those with no room, wrapping round, beyond one statement's window`, async (t) => {
     const opened = await engine.open();
     t.after(() => opened.close());
@@ -161,7 +162,7 @@ for (const engine of engines) {
   });
 }
 
-for (const engine of engines) {
+for (const engine of underTest(engines)) {
   test(`${engine.name}: a subject's share holds across the windows of one claim`, async (t) => {
     const opened = await engine.open();
     t.after(() => opened.close());
@@ -183,7 +184,7 @@ for (const engine of engines) {
   });
 }
 
-for (const engine of engines) {
+for (const engine of underTest(engines)) {
   test(`${engine.name}: a claim's turn passes over the webhooks with nothing pending and the disabled ones with deliveries pending, wrapping round`, async (t) => {
     const opened = await engine.open();
     t.after(() => opened.close());

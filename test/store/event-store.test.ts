@@ -21,9 +21,10 @@ import {
 } from '../../src/store/webhook-store.js';
 import { eventually } from '../support/eventually.js';
 import { reusableScratch, stopSharedPostgres } from '../support/postgres.js';
+import { underTest } from '../support/engines.js';
 
 // The event log, webhooks and deliveries of issue 14 (CONTRACT.md, Events): one suite, run
-// unchanged on both engines (STYLE.md §6). The ordering proof under concurrency: event-order.test.ts.
+// unchanged on both engines (STYLE.md §6). The ordering proof under concurrency: postgres-event-order.test.ts.
 
 const dir = mkdtempSync(join(tmpdir(), 'plant-store-events-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
@@ -154,7 +155,7 @@ async function statusOf(store: Store, webhookId: string): Promise<WebhookRecord[
 
 const byId = (a: { id: bigint }, b: { id: bigint }) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
 
-for (const engine of engines) {
+for (const engine of underTest(engines)) {
   const withStore = (name: string, body: (h: Harness) => Promise<void>, todo?: string): void => {
     test(name, { todo }, async (t) => {
       const h = await engine.open();

@@ -9,6 +9,7 @@ import { createPool } from '../../src/store/postgres/connection.js';
 import { PostgresStore } from '../../src/store/postgres/store.js';
 import type { Store } from '../../src/store/store.js';
 import { postgresMigrations } from '../../src/store/postgres/migrations.js';
+import { runsOn } from './engines.js';
 
 /**
  * PostgreSQL for the tests, with no setup: TEST_DATABASE_URL when it is set (CI uses the server
@@ -135,6 +136,11 @@ let shared: Promise<ThrowawayPostgres> | undefined;
 
 /** The URL of the PostgreSQL server the tests of this process use. */
 export async function postgresUrl(): Promise<string> {
+  if (!runsOn('postgres')) {
+    throw new Error(
+      `this run covers ${process.env.TEST_ENGINES} only (TEST_ENGINES): a test that needs PostgreSQL runs in npm run test:postgres`,
+    );
+  }
   if (process.env.TEST_DATABASE_URL) return process.env.TEST_DATABASE_URL;
   shared ??= startThrowawayPostgres();
   return (await shared).url;

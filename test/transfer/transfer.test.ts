@@ -10,6 +10,7 @@ import { formatLine, parseLine } from '../../src/transfer/plant-line.js';
 import { Progress } from '../../src/transfer/progress.js';
 import { openTestStore } from '../helpers.js';
 import { openScratchPostgres, stopSharedPostgres } from '../support/postgres.js';
+import { underTest } from '../support/engines.js';
 
 after(stopSharedPostgres);
 
@@ -136,7 +137,7 @@ const engines: Array<[string, () => Promise<Store>]> = [
   ['PostgreSQL', openScratchPostgres],
 ];
 
-for (const [engine, open] of engines) {
+for (const [engine, open] of underTest(engines)) {
   test(`${engine}: import stores valid lines in batches, reports invalid ones by number, and stores nothing of them`, async (t) => {
     const store = await open();
     t.after(() => store.close());
