@@ -241,7 +241,7 @@ function procStat(pid: number): { pgrp: number; session: number; state: string }
   }
 }
 
-function alive(pid: number): boolean {
+export function alive(pid: number): boolean {
   const stat = procStat(pid);
   return stat !== undefined && stat.state !== 'Z';
 }
@@ -256,17 +256,19 @@ function cmdline(pid: number): string {
 
 /**
  * The live processes of this cluster: those whose command line names its folder (Patroni, the
- * postmasters, etcd, HAProxy, pg_rewind, pg_basebackup) or its scope (PostgreSQL's children show
- * `postgres: <cluster_name>: …`).
+ * postmasters, etcd, HAProxy, pg_rewind, pg_basebackup) or, given one, its scope (PostgreSQL's
+ * children show `postgres: <cluster_name>: …`). A scope names this cluster's processes only when it
+ * is its own (a random one, as startCluster's); without one, the folder alone decides.
  */
-export function clusterProcesses(dir: string, scope: string): number[] {
+export function clusterProcesses(dir: string, scope?: string): number[] {
   const found: number[] = [];
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
     const pid = Number(entry);
     if (pid === process.pid) continue;
     const line = cmdline(pid);
-    if ((line.includes(dir) || line.includes(`postgres: ${scope}:`)) && alive(pid)) found.push(pid);
+    if ((line.includes(dir) || (scope !== undefined && line.includes(`postgres: ${scope}:`))) && alive(pid))
+      found.push(pid);
   }
   return found;
 }
@@ -277,7 +279,7 @@ export interface SharedMemorySegment {
   id: number;
 }
 
-function sharedMemoryOf(dataDir: string): SharedMemorySegment | undefined {
+export function sharedMemoryOf(dataDir: string): SharedMemorySegment | undefined {
   try {
     const [key, id] = (readFileSync(join(dataDir, 'postmaster.pid'), 'utf8').split('\n')[6] ?? '')
       .trim()
@@ -293,7 +295,7 @@ function sharedMemoryOf(dataDir: string): SharedMemorySegment | undefined {
  * Removes a SIGKILLed postmaster's small System V segment, which outlives it (a clean shutdown
  * removes its own): only when /proc/sysvipc/shm still shows that key and id, attached by no one.
  */
-function removeSharedMemory(segment: SharedMemorySegment): void {
+export function removeSharedMemory(segment: SharedMemorySegment): void {
   try {
     const found = readFileSync('/proc/sysvipc/shm', 'utf8')
       .split('\n')
@@ -315,7 +317,7 @@ function signal(pid: number, sig: NodeJS.Signals): void {
 }
 
 /** Signals a process's whole group (when it leads one) and the process itself. */
-function signalGroup(pid: number, sig: NodeJS.Signals): void {
+export function signalGroup(pid: number, sig: NodeJS.Signals): void {
   const stat = procStat(pid);
   if (stat && stat.pgrp > 1 && stat.pgrp !== process.pid) signal(-stat.pgrp, sig);
   signal(pid, sig);
