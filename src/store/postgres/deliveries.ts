@@ -255,10 +255,15 @@ export class PostgresDeliveries {
     return queryRows(pool, text, values);
   }
 
+  /** A read: sent again across a failover whatever became of the first try. */
+  private read(text: string, values: unknown[]): Promise<Row[]> {
+    return queryRows(this.pool, text, values, true);
+  }
+
   async listDeliveries(webhookId: string, owner: string | null, limit: number): Promise<DeliveryRecord[] | undefined> {
-    if ((await this.query(SQL.findWebhook, [webhookId, owner])).length === 0) return undefined;
+    if ((await this.read(SQL.findWebhook, [webhookId, owner])).length === 0) return undefined;
     await this.query(SQL.fanOutAll, [], this.dispatch()); // none still owed
-    return (await this.query(SQL.listDeliveries, [webhookId, limit])).map(toDelivery);
+    return (await this.read(SQL.listDeliveries, [webhookId, limit])).map(toDelivery);
   }
 
   /**
@@ -271,7 +276,7 @@ export class PostgresDeliveries {
     limit: number,
     before: bigint,
   ): Promise<DeliveryRecord[] | undefined> {
-    const rows = await this.query(SQL.listBefore, [webhookId, owner, before, limit]);
+    const rows = await this.read(SQL.listBefore, [webhookId, owner, before, limit]);
     if (rows.length === 0) return undefined;
     return rows.filter((r) => r.id !== null).map(toDelivery);
   }
@@ -417,7 +422,7 @@ export class PostgresDeliveries {
   }
 
   async nextDueInMs(): Promise<number | null> {
-    const wait = (await this.query(SQL.nextDue, []))[0]!.wait;
+    const wait = (await this.read(SQL.nextDue, []))[0]!.wait;
     return wait === null ? null : Number(wait);
   }
 }

@@ -66,13 +66,18 @@ export class PostgresEventLog {
     return queryRows(this.pool, text, values);
   }
 
+  /** A read: sent again across a failover whatever became of the first try. */
+  private read(text: string, values: unknown[]): Promise<Row[]> {
+    return queryRows(this.pool, text, values, true);
+  }
+
   async readEvents(
     after: bigint,
     owner: string | null,
     limit: number,
     types: readonly EventType[] | null,
   ): Promise<EventRecord[]> {
-    const rows = await this.query(...logRead('id, type, owner, payload, created_at', after, owner, limit, types));
+    const rows = await this.read(...logRead('id, type, owner, payload, created_at', after, owner, limit, types));
     return rows.map((r) => ({
       id: big(r.id),
       type: r.type as EventType,
@@ -101,11 +106,11 @@ export class PostgresEventLog {
   }
 
   async eventHorizon(): Promise<bigint> {
-    return big((await this.query(SQL.horizon, []))[0]!.pruned_through);
+    return big((await this.read(SQL.horizon, []))[0]!.pruned_through);
   }
 
   async lastEventId(): Promise<bigint> {
-    return big((await this.query(SQL.lastId, []))[0]!.id);
+    return big((await this.read(SQL.lastId, []))[0]!.id);
   }
 
   async prune(retentionMs: number, batch: number, after: PruneCursor): Promise<PruneBatch> {

@@ -101,6 +101,11 @@ export class PostgresWebhooks {
     return queryRows(this.pool, text, values);
   }
 
+  /** A read: sent again across a failover whatever became of the first try. */
+  private read(text: string, values: unknown[]): Promise<Row[]> {
+    return queryRows(this.pool, text, values, true);
+  }
+
   async create(w: NewWebhookRecord, max: number): Promise<boolean> {
     const values = [
       ...[w.id, w.owner, w.allPlants, w.url, w.events.join(' '), w.status, w.secret],
@@ -114,7 +119,7 @@ export class PostgresWebhooks {
   }
 
   async list(owner: string | null): Promise<WebhookRecord[]> {
-    return (await this.query(SQL.listWebhooks, [owner])).map(toWebhook);
+    return (await this.read(SQL.listWebhooks, [owner])).map(toWebhook);
   }
 
   async delete(id: string, owner: string | null): Promise<boolean> {
@@ -172,7 +177,7 @@ export class PostgresWebhooks {
 
   async countAttempts(id: string, owner: string | null, span: AttemptSpan): Promise<AttemptCounts[] | undefined> {
     const until = span.from + span.bucketMs * span.buckets;
-    const rows = await this.query(SQL.countAttempts, [id, owner, span.from, span.bucketMs, until]);
+    const rows = await this.read(SQL.countAttempts, [id, owner, span.from, span.bucketMs, until]);
     if (rows.length === 0) return undefined;
     return rows
       .map((r) => ({ bucket: Number(r.bucket), delivered: Number(r.delivered), failed: Number(r.failed) }))
@@ -180,7 +185,7 @@ export class PostgresWebhooks {
   }
 
   async attempts(webhookId: string, deliveryId: bigint, owner: string | null): Promise<AttemptRecord[] | undefined> {
-    const rows = await this.query(SQL.attempts, [webhookId, owner, deliveryId]);
+    const rows = await this.read(SQL.attempts, [webhookId, owner, deliveryId]);
     if (rows.length === 0) return undefined;
     return rows
       .filter((r) => r.attempt !== null)
