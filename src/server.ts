@@ -77,6 +77,11 @@ export async function serve(config: Config): Promise<void> {
         if (was === undefined) return; // the first server found is the start line's business
         late.app?.log.warn({ host: now, was }, `database: writing to ${now}, was ${was}`);
       },
+      onHostLeft: (host, why) => late.app?.log.warn({ host, reason: why }, `database: leaving ${host}: ${why}`),
+      onHostRefused: (host, why) => {
+        if (why === undefined) late.app?.log.info({ host }, `database: ${host} is no longer refused`);
+        else late.app?.log.warn({ host, reason: why }, `database: refusing ${host}: ${why}`);
+      },
     }),
   );
   let redis: Redis | undefined;

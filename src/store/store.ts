@@ -153,10 +153,17 @@ export interface Store extends PlantStore, TokenStore, EventStore, WebhookStore 
   isReady(): Promise<boolean>;
   /**
    * With a PostgreSQL URL of more than one server (interface 1.3.0): the server in use (`host:port`,
-   * undefined while none is found) and the requests waiting now for one to write to. Undefined
+   * undefined while none is found), the requests waiting now for one to write to, and the servers
+   * refused now (an older timeline, another database system) with why. Undefined
    * for SQLite and for one server.
    */
-  databaseRoute?(): { readonly host: string | undefined; readonly waiting: number } | undefined;
+  databaseRoute?():
+    | {
+        readonly host: string | undefined;
+        readonly waiting: number;
+        readonly refused: ReadonlyMap<string, { readonly kind: string; readonly why: string }>;
+      }
+    | undefined;
   /** How many plants are stored, all owners together (for the metrics). */
   countPlants(): Promise<number>;
   close(): Promise<void>;

@@ -119,6 +119,16 @@ export class Metrics {
         },
       });
       new Gauge({
+        name: 'plant_store_database_refused_hosts',
+        help: 'PostgreSQL servers that take writes but are refused (1, labelled host:port and reason): an older timeline than this process wrote to (an old primary not rewound), or another database system',
+        labelNames: ['host', 'reason'],
+        registers,
+        collect() {
+          this.reset();
+          for (const [host, { kind }] of store.databaseRoute?.()?.refused ?? []) this.set({ host, reason: kind }, 1);
+        },
+      });
+      new Gauge({
         name: 'plant_store_database_waiting_requests',
         help: 'Requests waiting now for a PostgreSQL server to write to (a failover), at most DATABASE_FAILOVER_WAIT each',
         registers,

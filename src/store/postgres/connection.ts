@@ -26,6 +26,10 @@ export interface PostgresOptions {
    */
   readonly failoverWaitMs?: number;
   readonly onHostChange?: (now: string, was: string | undefined) => void;
+  /** The server in use was left: it stopped answering, went away, or another took writes on a newer timeline. */
+  readonly onHostLeft?: (host: string, why: string) => void;
+  /** A writable server is refused (an older timeline, another database system), or no longer (why undefined). */
+  readonly onHostRefused?: (host: string, why: string | undefined) => void;
 }
 
 /** Default of DATABASE_FAILOVER_WAIT. */
@@ -51,6 +55,8 @@ export function routerFor(url: string, options: PostgresOptions = {}): HostRoute
   if (parsed.hosts.length === 1 && parsed.sessionAttrs === 'any') return undefined;
   const router = new HostRouter(parsed, parsed.connectTimeoutMs ?? CONNECT_TIMEOUT_MS, {
     onHostChange: (now, was) => options.onHostChange?.(hostLabel(now), was && hostLabel(was)),
+    onHostLeft: (host, why) => options.onHostLeft?.(hostLabel(host), why),
+    onHostRefused: (host, why) => options.onHostRefused?.(hostLabel(host), why),
   });
   router.waitMs = options.failoverWaitMs ?? FAILOVER_WAIT_MS;
   return router;

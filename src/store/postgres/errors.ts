@@ -19,8 +19,11 @@ const CUT = new Set(['ECONNRESET', 'ETIMEDOUT', 'EPIPE']);
 const NETWORK = new Set([...NEVER_CONNECTED, ...CUT, 'ENOTFOUND', 'EHOSTUNREACH', 'EAI_AGAIN']);
 /** pg's own words (its errors carry no code) for a connection cut while in use. */
 const CUT_MESSAGE = /Connection terminated|Query read timeout/;
-/** pg's own words for a connection not made in time: the pool's, and a client's connect timeout. */
-const CONNECT_TIMEOUT = /timeout exceeded when trying to connect|due to connection timeout/;
+/**
+ * pg's own words for a connection not made in time: the pool's, and a client's connect timeout
+ * ("timeout expired": raised only while connecting, before any statement was sent).
+ */
+const CONNECT_TIMEOUT = /timeout exceeded when trying to connect|due to connection timeout|^timeout expired$/;
 
 /** A database error that a retry may cure becomes StoreUnavailableError (a 503); anything else stays as it is. */
 export function classifyPostgresError(error: unknown): unknown {

@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { DISPATCH_POOL_SIZE, type PostgresOptions, createPool, migrate, routerFor } from './connection.js';
-import type { HostRouter } from './hosts.js';
+import type { HostRouter, Refusal } from './hosts.js';
 import { hostLabel } from '../../wire/postgres-url.js';
 import { readBacklog } from './backlog.js';
 import { PostgresDeliveries } from './deliveries.js';
@@ -48,6 +48,9 @@ import {
 // The PostgreSQL adapter of the Store port: the pools, and the modules of plants, tokens, the event
 // log, deliveries and webhooks that do the work on them.
 
+/** How long closing waits for the servers' goodbyes before it cuts the connections left. */
+const CLOSE_GRACE_MS = 1000;
+
 export function openPostgres(url: string, options: PostgresOptions = {}): PostgresStore {
   // One router for every connection of the store: the pools' and the LISTEN one (interface 1.3.0).
   const router = routerFor(url, options);
@@ -87,6 +90,7 @@ export class PostgresStore implements Store {
     const Client = router?.Client ?? pg.Client;
     const url = pool.options.connectionString ?? '';
     this.watch = new PostgresEventWatch(() => new Client({ connectionString: url, connectionTimeoutMillis: 3000 }));
+    router?.start();
   }
 
   migrate(): Promise<number[]> {
@@ -286,13 +290,13 @@ export class PostgresStore implements Store {
     return this.plants.count();
   }
 
-  databaseRoute(): { host: string | undefined; waiting: number } | undefined {
+  databaseRoute(): { host: string | undefined; waiting: number; refused: ReadonlyMap<string, Refusal> } | undefined {
     const router = this.router;
     if (router === undefined) return undefined;
     const host = router.host;
     // A request waits on a new connection looking for the primary, or queued behind a full pool meanwhile.
     const waiting = router.waiting + (router.waiting > 0 ? this.pool.waitingCount : 0);
-    return { host: host && hostLabel(host), waiting };
+    return { host: host && hostLabel(host), waiting, refused: router.refused };
   }
 
   async isReady(): Promise<boolean> {
@@ -307,9 +311,20 @@ export class PostgresStore implements Store {
     }
   }
 
+  /**
+   * Ends every connection. A goodbye to a server that does not answer is never answered, and its
+   * half-closed socket would keep the process alive: past CLOSE_GRACE_MS what is left is cut.
+   */
   async close(): Promise<void> {
-    await this.watch.close();
-    if (!this.pool.ended) await this.pool.end();
-    if (this.dispatchPool !== undefined && !this.dispatchPool.ended) await this.dispatchPool.end();
+    const ended = (async () => {
+      await this.watch.close();
+      if (!this.pool.ended) await this.pool.end();
+      if (this.dispatchPool !== undefined && !this.dispatchPool.ended) await this.dispatchPool.end();
+    })();
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([ended, new Promise((resolve) => (timer = setTimeout(resolve, CLOSE_GRACE_MS)))]);
+    clearTimeout(timer);
+    this.router?.close();
+    await ended;
   }
 }
