@@ -1081,7 +1081,9 @@ for (const engine of underTest(engines)) {
       await store.claimDeliveries('h', 60_000, 1, 1, new Map(), 50_000); // fans every event out
       await store.releaseLeases('h');
       await h.sql(`UPDATE deliveries SET status = 'failed', attempts = 8, next_attempt_at = NULL, created_at = 5000`);
-      await h.sql(`UPDATE deliveries SET created_at = 4999 WHERE event_id <= 100`); // before `since`
+      await h.sql(
+        `UPDATE deliveries SET created_at = 4999 WHERE event_id IN (SELECT id FROM events ORDER BY id LIMIT 100)`,
+      ); // before `since`
       const started = performance.now();
       const requeued = await store.recoverDeliveries('wh-1', 'alice', 5000);
       const ms = performance.now() - started;

@@ -181,4 +181,22 @@ export const postgresMigrations: readonly Migration[] = [
       CREATE INDEX api_tokens_subject ON api_tokens (subject, created_at, id);
     `,
   },
+  {
+    version: 9,
+    name: 'ids that name something outside the database start each timeline higher',
+    sql: `
+      -- An event's id is what readers resume after and what webhook-ids carry; a delivery's is what
+      -- a ping's webhook-id carries. After an asynchronous failover the promoted server resumes its
+      -- sequences from what it had received, so the ids its old primary handed out but never sent
+      -- would be handed out again, for other content. Each timeline (a promotion starts a new one)
+      -- therefore hands out ids 2^32 above the one before: no failover loses 2^32 of them, so no id
+      -- is ever given twice, and a reader past the lost ones still receives every later event. Ids
+      -- stay below 2^53, exact in any JSON reader, up to timeline 2^20.
+      CREATE FUNCTION timeline_id_base() RETURNS bigint LANGUAGE sql VOLATILE AS $$
+        SELECT ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint << 32
+      $$;
+      ALTER TABLE events ALTER COLUMN id SET DEFAULT timeline_id_base() + nextval('events_id_seq');
+      ALTER TABLE deliveries ALTER COLUMN id SET DEFAULT timeline_id_base() + nextval('deliveries_id_seq');
+    `,
+  },
 ];
