@@ -1,7 +1,5 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { once } from 'node:events';
-import { type AddressInfo, type Socket, connect, createServer as createNetServer } from 'node:net';
 import { type TestContext, after, before, test } from 'node:test';
 import { buildApp } from '../../src/app.js';
 import { TokenService } from '../../src/auth/token.service.js';
@@ -10,7 +8,7 @@ import { postgresMigrations } from '../../src/store/postgres/migrations.js';
 import { type PostgresStore, openPostgres } from '../../src/store/postgres/store.js';
 import { callServer, runCli, startServer } from '../process.js';
 import { eventually } from '../support/eventually.js';
-import { type ReplicaPair, startReplicaPair } from './replica-pair.js';
+import { type ReplicaPair, silentProxy, startReplicaPair } from './replica-pair.js';
 
 // Interface 1.3.0, "PostgreSQL with more than one server", against two real servers of this
 // machine: a primary and its streaming standby (replica-pair.ts). One DATABASE_URL names both;
@@ -84,7 +82,7 @@ test('read-write with the standby named first: migrations, writes and reads go t
   assert.equal((await store.listPlants(PAGE)).length, 1);
   const onPrimary = await pair.sql(pair.primary, 'SELECT name FROM plants WHERE id = 1');
   assert.deepEqual(onPrimary.rows, [{ name: 'Fern' }]);
-  assert.deepEqual(store.databaseRoute(), { host: `127.0.0.1:${pair.primary.port}`, waiting: 0 });
+  assert.deepEqual(store.databaseRoute(), { host: `127.0.0.1:${pair.primary.port}`, waiting: 0, refused: new Map() });
   assert.deepEqual(moves, [`- → 127.0.0.1:${pair.primary.port}`]);
   assert.equal(await store.isReady(), true);
 });
@@ -96,13 +94,17 @@ test('any: the first server that answers, a standby too, and a write there fails
   assert.equal((await routed.listPlants(PAGE)).length, 1);
   assert.deepEqual(
     routed.databaseRoute(),
-    { host: `127.0.0.1:${pair.standby.port}`, waiting: 0 },
+    { host: `127.0.0.1:${pair.standby.port}`, waiting: 0, refused: new Map() },
     'the first that answers',
   );
   await assert.rejects(routed.createPlant(plant(9n, 'Nope')), /read-only|unavailable/i);
   const { store: standbys } = open(pair.url([pair.primary, pair.standby], 'target_session_attrs=standby'));
   assert.equal((await standbys.listPlants(PAGE)).length, 1);
-  assert.deepEqual(standbys.databaseRoute(), { host: `127.0.0.1:${pair.standby.port}`, waiting: 0 });
+  assert.deepEqual(standbys.databaseRoute(), {
+    host: `127.0.0.1:${pair.standby.port}`,
+    waiting: 0,
+    refused: new Map(),
+  });
 });
 
 test('a failover: no primary → a request waits, then 503 with Retry-After and /readyz false; promoted → writes, no restart', async (t) => {
@@ -141,7 +143,7 @@ test('a failover: no primary → a request waits, then 503 with Retry-After and 
     `- → 127.0.0.1:${pair.primary.port}`,
     `127.0.0.1:${pair.primary.port} → 127.0.0.1:${pair.standby.port}`,
   ]);
-  assert.deepEqual(store.databaseRoute(), { host: `127.0.0.1:${pair.standby.port}`, waiting: 0 });
+  assert.deepEqual(store.databaseRoute(), { host: `127.0.0.1:${pair.standby.port}`, waiting: 0, refused: new Map() });
   const metrics = await app.inject({ method: 'GET', url: '/metrics' });
   assert.match(
     metrics.payload,
@@ -296,42 +298,6 @@ test('serve on the multi-host URL: after the primary dies and the standby is pro
     await server.stop();
   }
 });
-
-/**
- * A TCP proxy on 127.0.0.1 in front of one server that can stop forwarding without a reset, as a
- * host that vanished from the network does: its connections stay open and carry nothing, new
- * ones are accepted and carry nothing.
- */
-async function silentProxy(target: number): Promise<{ port: number; vanish(): void; close(): void }> {
-  let vanished = false;
-  const sockets = new Set<Socket>();
-  const server = createNetServer((client) => {
-    sockets.add(client);
-    client.on('error', () => {});
-    if (vanished) return; // accepted, never answered
-    const upstream = connect(target, '127.0.0.1');
-    sockets.add(upstream);
-    upstream.on('error', () => client.destroy());
-    client.pipe(upstream);
-    upstream.pipe(client);
-  });
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  return {
-    port: (server.address() as AddressInfo).port,
-    vanish() {
-      vanished = true;
-      for (const socket of sockets) {
-        socket.unpipe();
-        socket.pause(); // nothing more is read, so nothing more is passed on either way
-      }
-    },
-    close() {
-      for (const socket of sockets) socket.destroy();
-      server.close();
-    },
-  };
-}
 
 test('a server that stops answering without a reset: the statement on it times out, the next connection finds the promoted standby', async (t) => {
   const fresh = await startReplicaPair();

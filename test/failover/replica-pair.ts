@@ -4,6 +4,7 @@ import { chownSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { type AddressInfo, type Socket, connect, createServer as createNetServer } from 'node:net';
 import pg from 'pg';
 import { freePort } from '../support/postgres.js';
 
@@ -43,6 +44,12 @@ export interface ReplicaPair {
   stop(server: Server, how: 'fast' | 'kill'): Promise<void>;
   /** Makes the standby a primary (pg_ctl promote), waiting until it accepts writes. */
   promote(server: Server): Promise<void>;
+  /** Starts a stopped server again, as it was left: an old primary restarted without being rewound. */
+  restart(server: Server): Promise<void>;
+  /** SIGSTOP (or SIGCONT) to the server's postmaster and every process of it: a frozen host. */
+  freeze(server: Server, frozen: boolean): Promise<void>;
+  /** The standby stops receiving WAL (primary_conninfo emptied): what it has not received is lost to it. */
+  stopReceiving(server: Server): Promise<void>;
   /** Everything stopped and removed. */
   close(): Promise<void>;
 }
@@ -130,28 +137,39 @@ export async function startReplicaPair(): Promise<ReplicaPair> {
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
 
+  /** The postmaster (its pid is postmaster.pid's first line) and every process it started. */
+  const processesOf = async (server: Server): Promise<number[]> => {
+    const pid = Number(readFileSync(join(server.dir, 'postmaster.pid'), 'utf8').split('\n')[0]);
+    const { stdout } = await run('ps', ['-eo', 'pid=,ppid=']);
+    const children = stdout
+      .split('\n')
+      .map((line) => line.trim().split(/\s+/).map(Number))
+      .filter(([, parent]) => parent === pid)
+      .map(([child]) => child!);
+    return [pid, ...children];
+  };
+
+  const freeze = async (server: Server, frozen: boolean): Promise<void> => {
+    if (server.child === undefined) return;
+    for (const pid of await processesOf(server)) process.kill(pid, frozen ? 'SIGSTOP' : 'SIGCONT');
+  };
+
   const stop = async (server: Server, how: 'fast' | 'kill'): Promise<void> => {
     const child = server.child;
     if (child === undefined || child.exitCode !== null || child.signalCode !== null) return;
     const exited = once(child, 'exit');
-    // The postmaster itself (runuser does not pass every signal on): its pid is the first line of postmaster.pid.
-    const pid = Number(readFileSync(join(server.dir, 'postmaster.pid'), 'utf8').split('\n')[0]);
+    // The postmaster itself (runuser does not pass every signal on).
+    const [pid, ...children] = await processesOf(server);
     if (how === 'kill') {
       // The postmaster and every backend at once: a crash leaves no process behind to answer.
-      const { stdout } = await run('ps', ['-eo', 'pid=,ppid=']);
-      const children = stdout
-        .split('\n')
-        .map((line) => line.trim().split(/\s+/).map(Number))
-        .filter(([, parent]) => parent === pid)
-        .map(([child]) => child!);
-      for (const each of [pid, ...children]) {
+      for (const each of [pid!, ...children]) {
         try {
           process.kill(each, 'SIGKILL');
         } catch {
           // gone already
         }
       }
-    } else process.kill(pid, 'SIGINT'); // PostgreSQL's fast shutdown
+    } else process.kill(pid!, 'SIGINT'); // PostgreSQL's fast shutdown
     await exited;
     server.child = undefined;
   };
@@ -172,10 +190,61 @@ export async function startReplicaPair(): Promise<ReplicaPair> {
         await new Promise((resolve) => setTimeout(resolve, 100));
       }
     },
+    restart: (server) => startServer(server),
+    freeze,
+    async stopReceiving(server) {
+      await sql(server, "ALTER SYSTEM SET primary_conninfo = ''");
+      await sql(server, 'SELECT pg_reload_conf()');
+      for (let i = 0; ; i++) {
+        const rows = (await sql(server, 'SELECT count(*)::int AS n FROM pg_stat_wal_receiver')).rows as Array<{
+          n: number;
+        }>;
+        if (rows[0]!.n === 0) return;
+        if (i > 600) throw new Error('the standby kept receiving');
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+    },
     async close() {
+      for (const server of [standby, primary]) await freeze(server, false).catch(() => {});
       await stop(standby, 'kill');
       await stop(primary, 'kill');
       rmSync(root, { recursive: true, force: true });
+    },
+  };
+}
+
+/**
+ * A TCP proxy on 127.0.0.1 in front of one server that can stop forwarding without a reset, as a
+ * host that vanished from the network does: its connections stay open and carry nothing, new
+ * ones are accepted and carry nothing.
+ */
+export async function silentProxy(target: number): Promise<{ port: number; vanish(): void; close(): void }> {
+  let vanished = false;
+  const sockets = new Set<Socket>();
+  const server = createNetServer((client) => {
+    sockets.add(client);
+    client.on('error', () => {});
+    if (vanished) return; // accepted, never answered
+    const upstream = connect(target, '127.0.0.1');
+    sockets.add(upstream);
+    upstream.on('error', () => client.destroy());
+    client.pipe(upstream);
+    upstream.pipe(client);
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  return {
+    port: (server.address() as AddressInfo).port,
+    vanish() {
+      vanished = true;
+      for (const socket of sockets) {
+        socket.unpipe();
+        socket.pause(); // nothing more is read, so nothing more is passed on either way
+      }
+    },
+    close() {
+      for (const socket of sockets) socket.destroy();
+      server.close();
     },
   };
 }

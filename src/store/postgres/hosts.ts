@@ -416,6 +416,12 @@ export function routedClient(router: HostRouter): typeof pg.Client {
       // Known to the router from here on: leaving this server cuts this connection too, while it
       // is still being made or checked (a silent server answers neither).
       router.track(this);
+      // A connection that fails (reset, the server shut down, cut by the router) tells the router
+      // to look again. Listening from the start: a cut while the connection is made or checked
+      // emits 'error', which with no listener would end the process.
+      this.on('error', (error: Error) => {
+        if (serverGone(error)) router.forget(server);
+      });
       // Where node-postgres connects: read by its connect, set before it runs.
       const self = this as unknown as {
         host: string;
@@ -443,10 +449,6 @@ export function routedClient(router: HostRouter): typeof pg.Client {
         if (error instanceof pg.DatabaseError || error instanceof NoServerError) throw error;
         throw new NoServerError(`${hostLabel(server)}: ${(error as Error).message}`, { cause: error });
       }
-      // A connection that fails (reset, the server shut down) tells the router to look again.
-      this.on('error', (error: Error) => {
-        if (serverGone(error)) router.forget(server);
-      });
     }
   }
   // A query that fails because the server went away or turned standby (25006 on a write) tells the
