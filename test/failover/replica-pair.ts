@@ -77,7 +77,12 @@ async function startServer(server: Server): Promise<void> {
   }
 }
 
-export async function startReplicaPair(): Promise<ReplicaPair> {
+/**
+ * `synchronous`: the primary waits for its standby's flush before a COMMIT answers (set on the
+ * primary alone, after the base backup, so the standby once promoted does not wait for a standby
+ * it lacks). Without it, replication is asynchronous: an acknowledged tail may be lost.
+ */
+export async function startReplicaPair(options: { synchronous?: boolean } = {}): Promise<ReplicaPair> {
   const root = mkdtempSync(join(tmpdir(), 'plant-store-pair-'));
   if (asRoot) {
     const { stdout } = await run('id', ['-u', 'postgres']);
@@ -136,6 +141,17 @@ export async function startReplicaPair(): Promise<ReplicaPair> {
     if (i > 600) throw new Error('the standby never streamed from the primary');
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
+  if (options.synchronous === true) {
+    await sql(primary, "ALTER SYSTEM SET synchronous_standby_names = '*'");
+    await sql(primary, 'SELECT pg_reload_conf()');
+    for (let i = 0; ; i++) {
+      const rows = (await sql(primary, "SELECT count(*)::int AS n FROM pg_stat_replication WHERE sync_state = 'sync'"))
+        .rows as Array<{ n: number }>;
+      if (rows[0]!.n === 1) break;
+      if (i > 600) throw new Error('the standby never became synchronous');
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  }
 
   /** The postmaster (its pid is postmaster.pid's first line) and every process it started. */
   const processesOf = async (server: Server): Promise<number[]> => {
@@ -150,8 +166,11 @@ export async function startReplicaPair(): Promise<ReplicaPair> {
   };
 
   const freeze = async (server: Server, frozen: boolean): Promise<void> => {
-    if (server.child === undefined) return;
+    const wrapper = server.child?.pid;
+    if (wrapper === undefined) return;
     for (const pid of await processesOf(server)) process.kill(pid, frozen ? 'SIGSTOP' : 'SIGCONT');
+    // runuser stops itself when the postmaster it waits for stops, and is not continued with it.
+    if (!frozen) process.kill(wrapper, 'SIGCONT');
   };
 
   const stop = async (server: Server, how: 'fast' | 'kill'): Promise<void> => {
@@ -170,6 +189,8 @@ export async function startReplicaPair(): Promise<ReplicaPair> {
         }
       }
     } else process.kill(pid!, 'SIGINT'); // PostgreSQL's fast shutdown
+    // A runuser stopped with its frozen postmaster reaps it and exits only once continued.
+    if (child.pid !== undefined) process.kill(child.pid, 'SIGCONT');
     await exited;
     server.child = undefined;
   };

@@ -321,10 +321,15 @@ export class PostgresStore implements Store {
       if (!this.pool.ended) await this.pool.end();
       if (this.dispatchPool !== undefined && !this.dispatchPool.ended) await this.dispatchPool.end();
     })();
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([ended, new Promise((resolve) => (timer = setTimeout(resolve, CLOSE_GRACE_MS)))]);
-    clearTimeout(timer);
+    ended.catch(() => {});
+    const within = async (ms: number): Promise<void> => {
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([ended, new Promise((resolve) => (timer = setTimeout(resolve, ms)))]);
+      clearTimeout(timer);
+    };
+    await within(CLOSE_GRACE_MS);
     this.router?.close();
-    await ended;
+    // What was cut ends at once; a pool still waiting for a connection it lent out is not waited for.
+    await within(CLOSE_GRACE_MS);
   }
 }
