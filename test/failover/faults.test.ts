@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { type IncomingMessage, get } from 'node:http';
-import { type AddressInfo } from 'node:net';
+import { type AddressInfo, type Socket, connect, createServer as createNetServer } from 'node:net';
 import { type TestContext, after, describe, test } from 'node:test';
 import { buildApp } from '../../src/app.js';
 import { TokenService } from '../../src/auth/token.service.js';
@@ -367,4 +367,78 @@ test('asynchronous loss is the tail and nothing more: no event id given twice, a
   t.diagnostic(
     `${acknowledged.length} creates acknowledged, ${missing.length} lost with the tail (asynchronous replication)`,
   );
+});
+
+/**
+ * One address whose server changes, as a managed database's DNS name or a plain TCP proxy does:
+ * `moveTo(port)` leaves every connection made so far silent (nothing forwarded, no reset, no
+ * close) and sends every new one to `port`.
+ */
+async function movingAddress(first: number): Promise<{ port: number; moveTo(port: number): void; close(): void }> {
+  let target = first;
+  const open = new Set<Socket>();
+  const server = createNetServer((client) => {
+    const upstream = connect(target, '127.0.0.1');
+    for (const socket of [client, upstream]) {
+      open.add(socket);
+      socket.on('error', () => {});
+    }
+    upstream.on('error', () => client.destroy());
+    client.pipe(upstream);
+    upstream.pipe(client);
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  return {
+    port: (server.address() as AddressInfo).port,
+    moveTo(port) {
+      target = port;
+      for (const socket of open) {
+        socket.unpipe();
+        socket.pause();
+      }
+      open.clear();
+    },
+    close() {
+      server.close();
+    },
+  };
+}
+
+test('one host in the URL whose server goes silent and is replaced: the stream opened before receives every later event', async (t) => {
+  const pair = await pairOfOwn({ synchronous: true });
+  const address = await movingAddress(pair.primary.port);
+  t.after(() => address.close());
+  // No target_session_attrs, one host: no monitor of hosts; what notices the silence is per connection.
+  const { store } = open(`postgres://postgres@127.0.0.1:${address.port}/postgres`);
+  await store.migrate();
+  const { app, token, port } = await serve(t, store);
+  const stream = await follow(t, port, token);
+  const create = (id: bigint) =>
+    app.inject({
+      method: 'POST',
+      url: '/plants',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      payload: `{"id":${id},"name":"plant ${id}"}`,
+    });
+  for (let id = 1n; id <= 20n; id++) assert.equal((await create(id)).statusCode, 200);
+  await eventually(async () => (stream.seen.size === 20 ? true : undefined), 'the stream has the first 20 events');
+  const faultAt = Date.now();
+  address.moveTo(pair.standby.port);
+  await sleep(3000);
+  await pair.promote(pair.standby);
+  // Writes on connections made after the move reach the new primary (those on silent ones wait for
+  // the statement timeout, the pool's business); the stream must not depend on them.
+  let made = 0;
+  for (let id = 21n; made < 20 && id < 1000n; id++) if ((await create(id)).statusCode === 200) made++;
+  assert.equal(made, 20, 'creates answered 200 on the new primary');
+  const events = await idsOn(pair, pair.standby, 'events');
+  await eventually(
+    async () => ([...events.keys()].every((id) => stream.seen.has(id)) ? true : undefined),
+    () => `the stream received every event on the new primary (${stream.seen.size} of ${events.size})`,
+    30_000,
+  );
+  assert.equal(stream.ended(), false, 'the stream stayed open');
+  const last = Math.max(...[...stream.seen.values()].map((e) => e.at));
+  t.diagnostic(`the stream had every event ${last - faultAt} ms after the fault`);
 });

@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { cutConnection } from './host-probe.js';
 import { EVENT_CHANNEL } from './statements.js';
 
 // How a PostgreSQL store tells its watchers (the change feed, the dispatcher) that events may have
@@ -35,14 +36,25 @@ export class PostgresEventWatch {
 }
 
 /**
+ * A LISTEN connection only waits, so a server that goes silent (frozen, partitioned: no reset, no
+ * close) would leave it waiting for notifications that never come, and the feeds it wakes would
+ * stall for good. A round trip every CHECK_EVERY_MS that is not answered within CHECK_WITHIN_MS
+ * cuts it, and it reconnects wherever the URL now leads: a silent server is left within 10 s, the
+ * default DATABASE_FAILOVER_WAIT, whatever the URL (one host, a proxy, a DNS name that moves).
+ */
+const CHECK_EVERY_MS = 5000;
+const CHECK_WITHIN_MS = 5000;
+
+/**
  * LISTEN on a connection of its own (a pooled one would be handed to other queries), reconnecting
- * after a second when it drops. `listener` is also called on every (re)connect, since a NOTIFY sent
- * while disconnected is lost: the reader then catches up from the log.
+ * after a second when it drops or stops answering. `listener` is also called on every (re)connect,
+ * since a NOTIFY sent while disconnected is lost: the reader then catches up from the log.
  */
 class EventListener {
   private client: pg.Client | undefined;
   private closed = false;
   private retry: NodeJS.Timeout | undefined;
+  private checks: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly newClient: () => pg.Client,
@@ -61,15 +73,40 @@ class EventListener {
     try {
       await client.connect();
       await client.query(`LISTEN ${EVENT_CHANNEL}`);
+      this.checkAnswers(client);
       this.listener();
     } catch {
       this.reconnect(client);
     }
   }
 
+  private checkAnswers(client: pg.Client): void {
+    let waiting = false;
+    clearInterval(this.checks);
+    this.checks = setInterval(() => {
+      if (waiting || this.client !== client) return;
+      waiting = true;
+      const deadline = setTimeout(
+        () => cutConnection(client, new Error('the LISTEN connection stopped answering')),
+        CHECK_WITHIN_MS,
+      );
+      deadline.unref();
+      client.query('SELECT 1').then(
+        () => {
+          waiting = false;
+          clearTimeout(deadline);
+        },
+        () => clearTimeout(deadline), // the connection failed: 'error' or 'end' reconnects it
+      );
+    }, CHECK_EVERY_MS);
+    this.checks.unref();
+  }
+
   private reconnect(client: pg.Client): void {
     if (this.client !== client || this.closed) return;
     this.client = undefined;
+    clearInterval(this.checks);
+    // A cut connection has nothing left to say goodbye on; end() on it only settles.
     client.end().catch(() => {});
     this.retry = setTimeout(() => void this.connect(), 1000);
     this.retry.unref();
@@ -78,6 +115,7 @@ class EventListener {
   async close(): Promise<void> {
     this.closed = true;
     clearTimeout(this.retry);
+    clearInterval(this.checks);
     const client = this.client;
     this.client = undefined;
     await client?.end().catch(() => {});
