@@ -5,6 +5,7 @@ import type { Redis } from 'ioredis';
 import { API_DESCRIPTION } from './api-document.js';
 import { authenticateHook, authorizeHook } from './auth/authenticate.js';
 import { TokenAuthenticator } from './auth/authenticator.js';
+import { UnknownTokenBudget } from './auth/unknown-token-budget.js';
 import { JwtVerifier } from './auth/jwt.js';
 import type { Config } from './config.js';
 import { HttpError } from './errors.js';
@@ -58,7 +59,13 @@ export async function buildApp({
   logStream = stdoutLogStream(),
 }: AppDeps): Promise<FastifyInstance> {
   const jwt = config.jwt ? new JwtVerifier(config.jwt) : undefined;
-  const authenticator = new TokenAuthenticator(store, clock, knockedOut('auth-cache') ? 0 : config.tokenCacheMs, jwt);
+  const authenticator = new TokenAuthenticator(
+    store,
+    clock,
+    knockedOut('auth-cache') ? 0 : config.tokenCacheMs,
+    jwt,
+    new UnknownTokenBudget(clock),
+  );
   // An open stream ends once its token would be refused (issue 23): checked through the same cache.
   const eventStreams = new EventStreams((credential) =>
     typeof credential === 'string'
@@ -84,6 +91,8 @@ export async function buildApp({
     logController: new RequestLog(knockedOut('metrics') ? undefined : (...request) => metrics.observe(...request)),
     requestIdHeader: false,
     requestTimeout: config.requestTimeoutMs,
+    // request.ip: the connection's address, or X-Forwarded-For's as far as TRUST_PROXY's proxies vouch for it.
+    trustProxy: config.trustProxy === null ? false : [...config.trustProxy],
     // Half the shutdown grace period (5 s by default; at most Fastify's 72 s): on SIGTERM an idle connection
     // is closed only once the `Keep-Alive: timeout` it was given has run out (issue 13), inside the grace.
     keepAliveTimeout: Math.max(1, Math.min(72_000, Math.floor(config.shutdownGraceMs / 2))),

@@ -1,4 +1,5 @@
 // The only reader of process.env: environment → validated, frozen Config (STYLE.md, "Config once").
+import { isIP } from 'node:net';
 import { PostgresUrlError, describePostgresUrl, parsePostgresUrl } from './wire/postgres-url.js';
 
 export interface RateLimit {
@@ -61,6 +62,11 @@ export interface Config {
   readonly publicUrl: string;
   /** PORTAL: whether GET /portal serves the subscribers' page (issue 27); `off` removes its routes. */
   readonly portal: boolean;
+  /**
+   * TRUST_PROXY: the proxies (addresses, CIDR ranges, or `loopback`, `linklocal`, `uniquelocal`)
+   * whose X-Forwarded-For names the client; null (the default) takes the connection's address.
+   */
+  readonly trustProxy: readonly string[] | null;
 }
 
 /** Exact origins as browsers send them (`https://app.example`, `http://127.0.0.1:3000`), or `*` for any. */
@@ -185,8 +191,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     logLevel,
     rateLimit: parseRateLimit(env.RATE_LIMIT ?? '600/1m'),
     bodyLimit: parseSize(env.BODY_LIMIT ?? '16kb', 'BODY_LIMIT'),
-    headersTimeoutMs: durationSetting(env, 'HEADERS_TIMEOUT', '10s'),
-    requestTimeoutMs: durationSetting(env, 'REQUEST_TIMEOUT', '30s'),
+    ...requestTimeouts(env),
     shutdownGraceMs: durationSetting(env, 'SHUTDOWN_GRACE', '10s'),
     tokenCacheMs: 2000,
     workers: parseWorkers(env.WORKERS ?? '1'),
@@ -202,7 +207,49 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     corsOrigins: parseCorsOrigins(env.CORS_ORIGINS ?? ''),
     publicUrl: parsePublicUrl(env.PUBLIC_URL ?? ''),
     portal: parseOnOff(env.PORTAL, 'PORTAL', "serve the subscribers' page at /portal, the default"),
+    trustProxy: parseTrustProxy(env.TRUST_PROXY ?? ''),
   });
+}
+
+/** Node ends a request at REQUEST_TIMEOUT whatever HEADERS_TIMEOUT says: a longer one could never take effect. */
+function requestTimeouts(env: NodeJS.ProcessEnv): { headersTimeoutMs: number; requestTimeoutMs: number } {
+  const headersTimeoutMs = durationSetting(env, 'HEADERS_TIMEOUT', '10s');
+  const requestTimeoutMs = durationSetting(env, 'REQUEST_TIMEOUT', '30s');
+  if (headersTimeoutMs > requestTimeoutMs) {
+    throw new ConfigError(
+      `HEADERS_TIMEOUT (${env.HEADERS_TIMEOUT ?? '10s'}) must not be longer than REQUEST_TIMEOUT (${env.REQUEST_TIMEOUT ?? '30s'}): ` +
+        'the whole request, headers included, ends at REQUEST_TIMEOUT',
+    );
+  }
+  return { headersTimeoutMs, requestTimeoutMs };
+}
+
+const PROXY_NAMES = ['loopback', 'linklocal', 'uniquelocal'];
+
+/** TRUST_PROXY: comma-separated addresses, CIDR ranges and proxy-addr's names; empty trusts none. */
+export function parseTrustProxy(text: string): readonly string[] | null {
+  const items = text
+    .split(',')
+    .map((item) => item.trim())
+    .filter((item) => item !== '');
+  if (items.length === 0) return null;
+  for (const item of items) {
+    const [address = '', bits, extra] = item.split('/');
+    const family = isIP(address);
+    const width = family === 4 ? 32 : 128;
+    const fits =
+      PROXY_NAMES.includes(item) ||
+      (family !== 0 &&
+        extra === undefined &&
+        (bits === undefined || (/^\d{1,3}$/.test(bits) && Number(bits) <= width)));
+    if (!fits) {
+      throw new ConfigError(
+        `TRUST_PROXY must list the proxies in front of the service: addresses, CIDR ranges (10.0.0.0/8) or ` +
+          `${PROXY_NAMES.join(', ')}, comma-separated; got "${item}"`,
+      );
+    }
+  }
+  return Object.freeze(items);
 }
 
 // A URL path: RFC 3986 path characters only (pchar and `/`), so that it means the same everywhere it is pasted.

@@ -44,6 +44,14 @@ const INVALID_TOKEN = (refusal: Refusal): HttpError =>
     refusal.tokenId === undefined ? { refused: refusal.reason } : { refused: refusal.reason, tokenId: refusal.tokenId },
   );
 
+const TOO_MANY_UNKNOWN = (refusal: Refusal): HttpError =>
+  new HttpError(
+    429,
+    'too many unknown bearer tokens from this address; retry later',
+    { 'retry-after': String(Math.max(1, Math.ceil((refusal.retryAfterMs ?? 1000) / 1000))) },
+    { refused: refusal.reason, tokenId: refusal.tokenId },
+  );
+
 type Done = (error?: Error) => void;
 
 /**
@@ -104,9 +112,11 @@ export function authenticateHook(authenticator: TokenAuthenticator, tickets?: Ti
       );
     }
     const token = bearerCredential(header);
-    const found = token === undefined ? new Refusal('malformed') : authenticator.authenticate(token);
+    const found = token === undefined ? new Refusal('malformed') : authenticator.authenticate(token, request.ip);
     const admit = (principal: Principal | Refusal): void => {
-      if (principal instanceof Refusal) return done(INVALID_TOKEN(principal));
+      if (principal instanceof Refusal) {
+        return done(principal.retryAfterMs === undefined ? INVALID_TOKEN(principal) : TOO_MANY_UNKNOWN(principal));
+      }
       request.principal = principal;
       done();
     };
