@@ -2,6 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseDatabaseUrl } from '../src/config.js';
+import { knockOut } from '../src/knockouts.js';
 import { openStore } from '../src/store/open-store.js';
 import type { Store } from '../src/store/store.js';
 
@@ -14,7 +15,8 @@ import type { Store } from '../src/store/store.js';
  * can reach with durability unchanged.
  *
  * Usage: node --import tsx bench/storage-floor.ts [sqlite | postgres://…] (default: a SQLite file
- * in a temporary folder). BENCH_FLOOR_SECONDS (default 3) per operation.
+ * in a temporary folder). BENCH_FLOOR_SECONDS (default 3) per operation; PLANT_STORE_KNOCKOUT
+ * (src/knockouts.ts: event-log, group-commit) switches those parts of the store off.
  */
 
 const SECONDS = Number(process.env.BENCH_FLOOR_SECONDS ?? 3);
@@ -42,6 +44,9 @@ async function main(): Promise<void> {
   const given = process.argv[2];
   const folder = given?.startsWith('postgres') ? undefined : mkdtempSync(join(tmpdir(), 'plant-store-floor-'));
   const url = folder === undefined ? given! : `sqlite:${join(folder, 'floor.db')}`;
+  // A benchmark by definition: the knock-outs need no PLANT_STORE_BENCHMARK=1 here.
+  const off = knockOut({ ...process.env, PLANT_STORE_BENCHMARK: '1' });
+  if (off.length > 0) console.log(`knocked out: ${off.join(', ')}`);
   const store: Store = await openStore(parseDatabaseUrl(url), {
     sqlite: { locks: 'event-loop' },
   });

@@ -7,6 +7,7 @@ import { workersStoppedListening } from './cluster.js';
 import { startEventSide } from './event-side.js';
 import { markDraining } from './http/draining.js';
 import { acceptQueued, startDraining, stopListening } from './http/protocol.js';
+import { knockedOutParts } from './knockouts.js';
 import { followLauncher, settingsSummary, startupStep } from './launch.js';
 import { closeRedis, connectRedis } from './redis.js';
 import { openStore } from './store/open-store.js';
@@ -90,6 +91,12 @@ export async function serve(config: Config): Promise<void> {
     redis = config.redisUrl === null ? undefined : connectRedis(config.redisUrl, late);
     late.app = await buildApp({ config, store, redis });
     if (applied.length > 0) late.app.log.info({ migrations: applied }, 'applied schema migrations');
+    const knockedOut = knockedOutParts();
+    if (knockedOut.length > 0)
+      late.app.log.warn(
+        { knockedOut },
+        `PLANT_STORE_KNOCKOUT: ${knockedOut.join(', ')} switched off for a benchmark; this server does not keep what the service promises`,
+      );
     for (const warning of await store.durabilityWarnings()) late.app.log.warn(warning);
     await startupStep('http', () => late.app!.listen({ port: config.port, host: config.host }));
     // The port bound, which PORT=0 leaves to the kernel.

@@ -1,4 +1,5 @@
 import { ConfigError, loadConfig, parseWorkers } from '../config.js';
+import { knockOut, knockoutRefusal } from '../knockouts.js';
 import { COMMANDS, parseCommand } from './args.js';
 import { io } from './io.js';
 import { UsageError, err, out } from './output.js';
@@ -32,9 +33,14 @@ async function serveCommand(args: string[]): Promise<number> {
   let level: string | undefined;
   try {
     const fromFile = file === undefined || !isPrimary() ? {} : readSettingsFile(file);
-    const env = loadConfig({ ...io().env, ...fromFile });
+    const settings = { ...io().env, ...fromFile };
+    const env = loadConfig(settings);
     const config = values.workers === undefined ? env : { ...env, workers: parseWorkers(values.workers) };
     level = config.logLevel;
+    // A benchmark's switches, before the store and the app are made: refused unless asked for twice.
+    const refusal = knockoutRefusal(settings);
+    if (refusal !== undefined) throw new ConfigError(refusal);
+    knockOut(settings);
     // Both return once serving, and throw only when the start fails. Workers asked for (even one,
     // by --workers or WORKERS) run under a primary, which is what reloads on SIGHUP.
     const workersAsked = values.workers !== undefined || 'WORKERS' in fromFile || io().env.WORKERS !== undefined;

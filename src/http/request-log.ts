@@ -1,7 +1,5 @@
 import { type FastifyReply, type FastifyRequest, LogController } from 'fastify';
 import { knockedOut } from '../knockouts.js';
-
-const REQUEST_LOG_OFF = knockedOut('request-log');
 import pino, { type Logger } from 'pino';
 
 /** Query parameters whose value is a credential, whatever the caller calls it. */
@@ -81,6 +79,8 @@ export function requestLine(
  * objects; the incoming line is kept at debug level. Headers are never logged, so neither is a token.
  */
 export class RequestLog extends LogController {
+  readonly #off = knockedOut('request-log');
+
   /** Every answered request is also counted here (the Prometheus metrics). */
   constructor(
     private readonly observe?: (method: string, route: string | undefined, status: number, seconds: number) => void,
@@ -106,7 +106,7 @@ export class RequestLog extends LogController {
     const ms = Math.round(reply.elapsedTime * 100) / 100;
     // Set by the authentication hook of the API's routes only; undefined for the rest and for refused tokens.
     const actor = (request as { principal?: RequestActor }).principal;
-    if (REQUEST_LOG_OFF) return; // a benchmark's knock-out (src/knockouts.ts)
+    if (this.#off) return; // a benchmark's knock-out (src/knockouts.ts)
     log[symbols.streamSym].write(requestLine(log, request.method, redactUrl(request.url), reply.statusCode, ms, actor));
   }
 

@@ -76,10 +76,10 @@ function readLog(
   return list === null ? reads.owner.all(owner, after, limit) : reads.ownerOfTypes.all(owner, after, list, limit);
 }
 
-const EVENT_LOG_OFF = knockedOut('event-log');
-
 /** The event log over one SQLite connection; `now` is this machine's clock. */
 export class SqliteEventLog {
+  readonly #off = knockedOut('event-log');
+
   constructor(
     private readonly sql: Statements,
     private readonly now: () => number = Date.now,
@@ -90,7 +90,7 @@ export class SqliteEventLog {
    * (SqliteDeliveries.fanOut), so a create costs one row whatever the webhooks.
    */
   record(type: EventType, owner: string, plantId: bigint, payload: string): void {
-    if (EVENT_LOG_OFF) return; // a benchmark's knock-out (src/knockouts.ts)
+    if (this.#off) return; // a benchmark's knock-out (src/knockouts.ts)
     this.sql.insertEvent.run(type, owner, plantId, payload, this.now());
   }
 

@@ -2,8 +2,6 @@ import type Database from 'better-sqlite3';
 import { knockedOut } from '../../knockouts.js';
 import { StoreUnavailableError } from '../store.js';
 
-const GROUP_COMMIT_OFF = knockedOut('group-commit');
-
 interface Pending {
   readonly write: () => unknown;
   /** Safe to run a second time after a rollback: see `GroupCommit.run`'s `rerunnable`. */
@@ -62,6 +60,7 @@ export class GroupCommit {
   private readonly commit: Database.Statement;
   private readonly rollback: Database.Statement;
   private readonly savepoint: (write: () => unknown) => unknown;
+  readonly #off = knockedOut('group-commit');
 
   private readonly durable: boolean;
 
@@ -94,7 +93,7 @@ export class GroupCommit {
         reject,
       };
       // A benchmark's knock-out (src/knockouts.ts): each write committed alone, at once.
-      if (GROUP_COMMIT_OFF) return this.commitBatch([pending]);
+      if (this.#off) return this.commitBatch([pending]);
       this.queue.push(pending);
       this.schedule();
     });
