@@ -12,6 +12,8 @@
 // last bench/cost.ts (cost: server CPU per request against bare node:http). `npm run bench -- --quick`
 // runs that last table alone, in under 90 s. `npm run bench -- --fairness [--engine postgres]
 // [--checkout <dir>]` runs bench/fairness.ts alone (a healthy webhook beside 20 hanging ones, issue 33).
+// `npm run bench -- --silent-primary [--runs N] [--only partition|freeze]` runs bench/silent-primary.ts
+// alone (a primary gone silent under the service, its synchronous standby promoted 3 s later).
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -24,6 +26,7 @@ import { costDatabases, costScenario } from './cost-ab.js';
 import { type CostRow, costRows, costTable, main as costOnly } from './cost.js';
 import { eventScenarios } from './events.js';
 import { main as fairnessOnly } from './fairness.js';
+import { main as silentPrimaryOnly } from './silent-primary.js';
 import { type WrkResult as Result, wrk as wrkFor } from './wrk.js';
 
 const BIN = fileURLToPath(new URL('../bin/plant-store.js', import.meta.url));
@@ -389,6 +392,11 @@ if (process.argv.includes('--quick')) {
 if (process.argv.includes('--fairness')) {
   rmSync(dir, { recursive: true, force: true }); // bench/fairness.ts keeps its own
   await fairnessOnly(process.argv.slice(2));
+  process.exit(0);
+}
+if (process.argv.includes('--silent-primary')) {
+  rmSync(dir, { recursive: true, force: true }); // bench/silent-primary.ts keeps its own
+  await silentPrimaryOnly(process.argv.slice(2));
   process.exit(0);
 }
 
