@@ -2,15 +2,17 @@ import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { test } from 'node:test';
-import { clusterProcesses, startCluster } from './cluster.js';
+import pg from 'pg';
+import { alive, clusterProcesses, startCluster } from './cluster.js';
 
 /**
- * The failover harness of issue 34, proven on this machine: a 2-node synchronous Patroni cluster
- * with etcd and HAProxy; a row written through HAProxy is read on the replica; the primary is
- * SIGKILLed (PostgreSQL and Patroni) and the time until the other node leads and takes writes
- * (through HAProxy, directly, and through the multi-host URL with libpq's psql) is measured; the
- * old node comes back as a replica; a switchover makes it the leader again; then everything stops
- * and nothing of it is left.
+ * The failover harness, proven on this machine: a 2-node synchronous Patroni cluster with etcd and
+ * HAProxy; a row written through HAProxy is read on the replica; the replica frozen (every process
+ * of it stopped) and thawed; the primary SIGKILLed (Patroni, PostgreSQL and every backend: none
+ * lives on) and the time until the other node leads and takes writes (through HAProxy, directly,
+ * and through the multi-host URL with libpq's psql) is measured; the old node comes back as a
+ * replica; a switchover makes it the leader again; a node frozen at the end does not keep the stop
+ * from ending; then everything stops and nothing of it is left.
  *
  * Not part of `npm test` (test/run.ts takes test/*\/*.test.ts; this file is named .check.ts):
  *     node --import tsx --test test/failover/cluster.check.ts
@@ -18,6 +20,16 @@ import { clusterProcesses, startCluster } from './cluster.js';
  */
 
 const PSQL = '/usr/lib/postgresql/15/bin/psql';
+
+/** A process's state letter in /proc/<pid>/stat ('T' when stopped), undefined once it is gone. */
+function stateOf(pid: number): string | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[0];
+  } catch {
+    return undefined;
+  }
+}
 const runs = Number(process.env.FAILOVER_RUNS ?? 1);
 
 /** libpq's own client, for what node-postgres cannot do (multi-host URLs, target_session_attrs). */
@@ -76,10 +88,41 @@ for (let run = 1; run <= runs; run++) {
       const [recovery] = await cluster.psql<{ r: boolean }>(other.name, 'SELECT pg_is_in_recovery() AS r');
       assert.equal(recovery?.r, true);
 
+      // The replica frozen: Patroni, the postmaster and each of its children stopped; then thawed.
+      const frozen = await cluster.freezeNode(other.name);
+      assert.equal(cluster.node(other.name).frozen, true);
+      const postmaster = cluster.node(other.name).postmasterPid();
+      assert.ok(other.pid !== undefined && frozen.pids.includes(other.pid), 'Patroni frozen');
+      assert.ok(postmaster !== undefined && frozen.pids.includes(postmaster), 'the postmaster frozen');
+      assert.ok(frozen.pids.length >= 6, `Patroni, the postmaster and its children: ${frozen.pids.join(', ')}`);
+      assert.deepEqual(
+        frozen.pids.filter((pid) => stateOf(pid) !== 'T'),
+        [],
+        'every process of the frozen node stopped',
+      );
+      await cluster.thawNode(other.name);
+      assert.equal(cluster.node(other.name).frozen, false);
+      assert.deepEqual(
+        cluster.nodeProcesses(other.name).filter((pid) => stateOf(pid) === 'T'),
+        [],
+        'every process of the thawed node runs',
+      );
+      await cluster.waitForReplicaStreaming(other.name, 60_000, { sync: true });
+
+      // A backend of the leader held open across the kill: it must not outlive its postmaster.
+      const held = new pg.Client({ connectionString: cluster.nodeUrl(first.name) });
+      held.on('error', () => {});
+      await held.connect();
+      const [backend] = (await held.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows;
+      const before = cluster.nodeProcesses(first.name);
+      assert.ok(backend && before.includes(backend.pid), 'the backend is a process of the node');
+
       // SIGKILL the primary: how long until the other node leads and takes writes.
       const kill = await cluster.killPrimary();
       assert.equal(kill.node.name, first.name);
       assert.equal(kill.node.up, false);
+      assert.deepEqual(before.filter(alive), [], 'no process of the killed node lives on, its backends included');
+      await held.end().catch(() => {});
       const [leaderAfter, writeViaHaproxy, writeDirect] = await Promise.all([
         cluster.waitForLeader(60_000, { not: first.name }).then((node) => ({ node, at: Date.now() })),
         cluster.waitForWrite('haproxy', 60_000, 'first write via haproxy after kill'),
@@ -138,7 +181,8 @@ for (let run = 1; run <= runs; run++) {
       assert.equal(applied.retry_timeout, settings.retryTimeout);
       assert.equal(applied.synchronous_mode, true);
 
-      // Stop: nothing left.
+      // Stop, a node frozen: it is killed, and nothing is left.
+      await cluster.freezeNode(other.name);
       const stopAt = Date.now();
       await cluster.stop();
       const stopMs = Date.now() - stopAt;

@@ -9,12 +9,12 @@ import pg from 'pg';
 import { freePort } from '../support/postgres.js';
 
 /**
- * A real highly available PostgreSQL on this machine, for the failover tests and benchmarks of
- * issue 34 ("PostgreSQL without a single point of failure"): one etcd, two or three PostgreSQL 15
- * nodes each run by Patroni, and (optionally) HAProxy in front routing to the leader only, as
- * deploy/haproxy.cfg does for operators. Everything lives in one temporary folder under /tmp and
- * binds to 127.0.0.1 on ports of its own; `stop()` (also run on process exit and on SIGINT/SIGTERM)
- * ends every process it started, by process group, SIGKILLs stragglers and deletes the folder.
+ * A real highly available PostgreSQL on this machine, for the failover tests and benchmarks: one
+ * etcd, two or three PostgreSQL 15 nodes each run by Patroni, and (optionally) HAProxy in front
+ * routing to the leader only, as deploy/haproxy.cfg does for operators. Everything lives in one
+ * temporary folder under /tmp and binds to 127.0.0.1 on ports of its own; `stop()` (also run on
+ * process exit and on SIGINT/SIGTERM) ends every process it started, SIGKILLs stragglers (a
+ * frozen node's among them) and deletes the folder.
  *
  *     const cluster = await startCluster({ nodes: 2, synchronous: 'on' });
  *     t.after(() => cluster.stop());
@@ -74,8 +74,10 @@ export interface ClusterNode {
   readonly configFile: string;
   /** Patroni's (and PostgreSQL's) output. */
   readonly logFile: string;
-  /** Whether Patroni runs (it was not killed or stopped). */
+  /** Whether Patroni runs (it was not killed or stopped); a frozen node is up. */
   readonly up: boolean;
+  /** Whether freezeNode stopped it and nothing continued or killed it since. */
+  readonly frozen: boolean;
 }
 
 /** One member as Patroni's REST `GET /cluster` lists it. */
@@ -145,12 +147,26 @@ export interface Cluster {
   /** The sync standby Patroni chose (role 'sync_standby'), undefined when there is none. */
   syncStandby(): Promise<string | undefined>;
   /**
-   * Kills the leader for real: SIGKILL to its Patroni and to its postmaster's process group, in
-   * that order, so nothing restarts it and its leader key stays until the TTL ends. Records 'kill'.
+   * Kills the leader for real: every process of its node (nodeProcesses) is stopped, Patroni
+   * first, then all are SIGKILLed, so nothing restarts PostgreSQL, no backend lives on, and the
+   * leader key stays until the TTL ends; answers once none is left. Records 'kill'.
    */
   killPrimary(): Promise<{ node: ClusterNode; at: number }>;
   /** The same for any node. */
   killNode(name: string): Promise<{ node: ClusterNode; at: number }>;
+  /**
+   * A silent node: SIGSTOP to every process of it (Patroni, the postmaster, each of its children,
+   * a runuser wrapping one), answered once all are stopped. Its connections stay open and carry nothing; a leader's key
+   * expires after the TTL. Records 'freeze'. The stop kills a node still frozen.
+   */
+  freezeNode(name: string): Promise<{ node: ClusterNode; at: number; pids: number[] }>;
+  /** SIGCONT to every process of the node, and to a runuser wrapper stopped with it. Records 'thaw'. */
+  thawNode(name: string): Promise<{ node: ClusterNode; at: number }>;
+  /**
+   * The node's live processes: Patroni and what it started (pg_rewind, pg_basebackup, …), the
+   * postmaster and every child of it; never this process's own tools.
+   */
+  nodeProcesses(name: string): number[];
   /** `patronictl switchover --leader <leader> --candidate <candidate> --force`, then waits for the candidate to lead. */
   switchover(candidate?: string, ms?: number): Promise<ClusterNode>;
   /** Starts a killed node's Patroni again; it rejoins as a replica (pg_rewind, or a new base backup). */
@@ -175,9 +191,10 @@ export interface Cluster {
   /** `patronictl list` as printed. */
   patronictl(...args: string[]): Promise<string>;
   /**
-   * Stops everything and deletes the folder; safe to call twice. Graceful (the default): SIGTERM to
-   * Patroni (which stops its PostgreSQL), then etcd, then SIGKILL to whatever is left. With
-   * `graceful: false`, SIGKILL at once (the shared memory of the killed postmasters is removed).
+   * Stops everything and deletes the folder; safe to call twice. A frozen node is continued and
+   * SIGKILLed at once. Graceful (the default): SIGTERM to Patroni (which stops its PostgreSQL),
+   * then etcd, then SIGKILL to whatever is left. With `graceful: false`, SIGKILL at once (the
+   * shared memory of the killed postmasters is removed).
    */
   stop(options?: { graceful?: boolean }): Promise<void>;
   /** The dynamic configuration Patroni applies (REST `GET /config`): ttl, loop_wait, synchronous_mode, … */
@@ -229,13 +246,13 @@ export function toYaml(value: unknown, indent = ''): string {
   return `${indent}${scalar(value)}\n`;
 }
 
-/** Reads /proc/<pid>/stat: the process group and session, or undefined when it is gone. */
-function procStat(pid: number): { pgrp: number; session: number; state: string } | undefined {
+/** Reads /proc/<pid>/stat: the parent, process group and session, or undefined when it is gone. */
+function procStat(pid: number): { ppid: number; pgrp: number; session: number; state: string } | undefined {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
     // "pid (comm) state ppid pgrp session …"; comm may hold spaces and parentheses.
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return { state: fields[0] ?? '?', pgrp: Number(fields[2]), session: Number(fields[3]) };
+    return { state: fields[0] ?? '?', ppid: Number(fields[1]), pgrp: Number(fields[2]), session: Number(fields[3]) };
   } catch {
     return undefined;
   }
@@ -261,14 +278,17 @@ function cmdline(pid: number): string {
  * is its own (a random one, as startCluster's); without one, the folder alone decides.
  */
 export function clusterProcesses(dir: string, scope?: string): number[] {
+  return processesWhose((line) => line.includes(dir) || (scope !== undefined && line.includes(`postgres: ${scope}:`)));
+}
+
+/** The live processes (this one aside) whose command line passes `test`. */
+function processesWhose(test: (line: string) => boolean): number[] {
   const found: number[] = [];
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
     const pid = Number(entry);
     if (pid === process.pid) continue;
-    const line = cmdline(pid);
-    if ((line.includes(dir) || (scope !== undefined && line.includes(`postgres: ${scope}:`))) && alive(pid))
-      found.push(pid);
+    if (test(cmdline(pid)) && alive(pid)) found.push(pid);
   }
   return found;
 }
@@ -321,6 +341,76 @@ export function signalGroup(pid: number, sig: NodeJS.Signals): void {
   const stat = procStat(pid);
   if (stat && stat.pgrp > 1 && stat.pgrp !== process.pid) signal(-stat.pgrp, sig);
   signal(pid, sig);
+}
+
+/** One live process as `ps -eo pid=,ppid=,pgid=,stat=,comm=` prints it. */
+interface ProcessRow {
+  pid: number;
+  ppid: number;
+  pgid: number;
+  comm: string;
+}
+
+/** Every live process (zombies left out: they are gone, only not yet reaped), by ps. */
+function processTable(): ProcessRow[] {
+  let listing: string;
+  try {
+    listing = execFileSync('ps', ['-eo', 'pid=,ppid=,pgid=,stat=,comm='], { encoding: 'utf8' });
+  } catch {
+    return [];
+  }
+  const rows: ProcessRow[] = [];
+  for (const line of listing.split('\n')) {
+    const match = /^\s*(\d+)\s+(\d+)\s+(\d+)\s+(\S+)\s+(.*)$/.exec(line);
+    if (!match || match[4]!.startsWith('Z')) continue;
+    rows.push({ pid: Number(match[1]), ppid: Number(match[2]), pgid: Number(match[3]), comm: match[5]!.trim() });
+  }
+  return rows;
+}
+
+/** Commands that run another as a user and stop themselves when it stops: they go on only when sent SIGCONT. */
+const WRAPPERS = new Set(['runuser', 'su', 'sudo']);
+
+/**
+ * `roots` and everything that belongs to them: every process descended from one by ppid, and
+ * every member of a process group one of them leads. Neither a group nor a session holds all of a
+ * PostgreSQL node: the postmaster runs in the session of the helper Patroni starts it from, and
+ * each of its children calls setsid(), so a backend is tied to the postmaster by its ppid alone
+ * (and only while the postmaster lives: an orphan is adopted by init). `wrappers` are the runuser
+ * (or su, sudo) parents of a root: stopped with it, they must be sent SIGCONT to go on, or to reap
+ * it and exit.
+ */
+export function processTree(roots: readonly number[], table = processTable()): { pids: number[]; wrappers: number[] } {
+  const children = new Map<number, number[]>();
+  const groups = new Map<number, number[]>();
+  const byPid = new Map<number, ProcessRow>();
+  for (const row of table) {
+    byPid.set(row.pid, row);
+    children.set(row.ppid, [...(children.get(row.ppid) ?? []), row.pid]);
+    groups.set(row.pgid, [...(groups.get(row.pgid) ?? []), row.pid]);
+  }
+  const ours = (pid: number) => pid > 1 && pid !== process.pid;
+  const found: number[] = [];
+  const seen = new Set<number>();
+  const queue = roots.filter((pid) => byPid.has(pid));
+  while (queue.length > 0) {
+    const pid = queue.shift()!;
+    if (seen.has(pid) || !ours(pid)) continue;
+    seen.add(pid);
+    found.push(pid);
+    queue.push(...(children.get(pid) ?? []), ...(groups.get(pid) ?? []));
+  }
+  const wrappers = roots
+    .map((pid) => byPid.get(byPid.get(pid)?.ppid ?? 0))
+    .filter((row): row is ProcessRow => row !== undefined && ours(row.pid) && WRAPPERS.has(row.comm))
+    .map((row) => row.pid);
+  return { pids: found, wrappers: [...new Set(wrappers)] };
+}
+
+/** Whether a process is stopped (SIGSTOP: state T, or t when traced); a process gone counts as stopped. */
+function stoppedOrGone(pid: number): boolean {
+  const state = procStat(pid)?.state;
+  return state === undefined || state === 'T' || state === 't' || state === 'Z';
 }
 
 /** Clusters not yet stopped, for the exit and signal handlers. */
@@ -395,6 +485,8 @@ interface NodeState {
   logFile: string;
   child: ChildProcess | undefined;
   pid: number | undefined;
+  /** freezeNode stopped it, and nothing has continued or killed it since. */
+  frozen: boolean;
 }
 
 /** Starts etcd, the Patroni nodes and HAProxy; answers once a leader accepts writes and every replica streams. */
@@ -452,15 +544,76 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
     }
   };
 
+  /**
+   * Every process of a node, now: its Patroni, whatever names the node's folder on its command
+   * line (the postmaster's `-D <node>/data`, pg_rewind, pg_basebackup), and all that descends from
+   * them (processTree); not this process's own tools, though (patronictl names a node's
+   * configuration file), which are no part of the node.
+   */
+  const nodeProcesses = (state: NodeState): { pids: number[]; wrappers: number[] } => {
+    const named = processesWhose((line) => line.includes(`${state.dir}/`)).filter(
+      (pid) => pid === state.pid || procStat(pid)?.ppid !== process.pid,
+    );
+    return processTree([...(state.pid ? [state.pid] : []), ...named]);
+  };
+
+  /**
+   * SIGSTOP to every process of a node, in nodeProcesses' order: Patroni first (nothing starts
+   * PostgreSQL again meanwhile), the postmaster before its children. The node is listed again once
+   * every process listed so far has stopped, until a listing finds none new: a stopped process
+   * forks no child, so then nothing of the node runs and none of it can appear. `stuck`: those not
+   * stopped within `ms` (a process in uninterruptible sleep stops only once it wakes).
+   */
+  const stopEverything = async (
+    state: NodeState,
+    ms = 10_000,
+  ): Promise<{ pids: number[]; wrappers: number[]; stuck: number[] }> => {
+    const stopped = new Set<number>();
+    const wrappers = new Set<number>();
+    const deadline = Date.now() + ms;
+    for (;;) {
+      const listed = nodeProcesses(state);
+      for (const pid of listed.wrappers) wrappers.add(pid);
+      const fresh = listed.pids.filter((pid) => !stopped.has(pid));
+      if (fresh.length === 0) return { pids: [...stopped], wrappers: [...wrappers], stuck: [] };
+      for (const pid of fresh) {
+        signal(pid, 'SIGSTOP');
+        stopped.add(pid);
+      }
+      while (![...stopped].every(stoppedOrGone)) {
+        if (Date.now() > deadline)
+          return {
+            pids: [...stopped],
+            wrappers: [...wrappers],
+            stuck: [...stopped].filter((pid) => !stoppedOrGone(pid)),
+          };
+        await sleep(5);
+      }
+    }
+  };
+
+  /**
+   * SIGCONT then SIGKILL to every process of a node, back to back, synchronously (the exit
+   * handler's way, and the stop's for a frozen node: stopped, it cannot shut down). The SIGCONT
+   * first lets a runuser wrapper go on, to reap its child and exit once that is killed; a stopped
+   * process is killed all the same.
+   */
+  const killTree = (state: NodeState): number[] => {
+    const { pids, wrappers } = nodeProcesses(state);
+    const postmaster = postmasterPid(state);
+    const segment = sharedMemoryOf(state.dataDir);
+    if (postmaster && segment) segments.push(segment);
+    for (const pid of [...pids, ...wrappers]) signal(pid, 'SIGCONT');
+    if (state.pid) signalGroup(state.pid, 'SIGKILL');
+    if (postmaster) signalGroup(postmaster, 'SIGKILL');
+    for (const pid of pids) signal(pid, 'SIGKILL');
+    state.frozen = false;
+    return pids;
+  };
+
   /** SIGKILL to everything of this cluster, synchronously (the exit handler's way). */
   const killNow = () => {
-    for (const state of nodes) {
-      if (state.pid) signalGroup(state.pid, 'SIGKILL');
-      const postmaster = postmasterPid(state);
-      const segment = sharedMemoryOf(state.dataDir);
-      if (postmaster) signalGroup(postmaster, 'SIGKILL');
-      if (postmaster && segment) segments.push(segment);
-    }
+    for (const state of nodes) killTree(state);
     for (const child of [haproxy, etcd]) if (child?.pid) signalGroup(child.pid, 'SIGKILL');
     for (const pid of clusterProcesses(dir, scope)) signal(pid, 'SIGKILL');
     // A SIGKILLed postmaster's children hold its segment until they are gone: wait a little for them.
@@ -531,6 +684,9 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
     logFile: state.logFile,
     get up() {
       return state.pid !== undefined;
+    },
+    get frozen() {
+      return state.frozen;
     },
   });
   const views = new Map<string, ClusterNode>();
@@ -707,17 +863,66 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
     const patroni = state.pid;
     if (!patroni) throw new Error(`${name} is not running`);
     if (postmaster && segment) segments.push(segment);
-    // Patroni first, so that nothing starts PostgreSQL again between the two kills.
-    signalGroup(patroni, 'SIGKILL');
-    if (postmaster) signalGroup(postmaster, 'SIGKILL');
-    const { at } = mark('kill', `SIGKILL patroni ${patroni}, postmaster ${postmaster ?? 'none'}`, name);
+    // Everything stopped first, Patroni before PostgreSQL: a stopped Patroni starts no PostgreSQL
+    // and a stopped postmaster forks no backend, so the list is whole when the SIGKILLs go, and
+    // a backend (its own process group and session) cannot outlive its postmaster unseen.
+    const { pids, wrappers } = await stopEverything(state);
+    for (const pid of pids) signal(pid, 'SIGKILL');
+    // A runuser stopped with its child reaps it, and exits, only once continued.
+    for (const pid of wrappers) signal(pid, 'SIGCONT');
+    const { at } = mark(
+      'kill',
+      `SIGKILL patroni ${patroni}, postmaster ${postmaster ?? 'none'}, ${pids.length} processes in all`,
+      name,
+    );
     state.pid = undefined;
     state.child = undefined;
+    state.frozen = false;
     await poll(
-      async () => (alive(patroni) || (postmaster && alive(postmaster)) ? undefined : true),
-      5000,
-      () => `${name}'s processes gone`,
+      async () => {
+        // A process that was starting as the list was taken (none should be) is killed too.
+        const left = [...new Set([...pids, ...nodeProcesses(state).pids])].filter(alive);
+        for (const pid of left) signal(pid, 'SIGKILL');
+        return left.length > 0 ? undefined : true;
+      },
+      10_000,
+      () => `${name}'s processes gone (left: ${pids.filter(alive).join(', ')})`,
       20,
+    );
+    return { node: view(name), at };
+  };
+
+  const freezeNode = async (name: string) => {
+    const state = stateOf(name);
+    if (!state.pid) throw new Error(`${name} is not running`);
+    state.frozen = true; // before the first SIGSTOP: a stop from here on continues whatever was stopped
+    const { pids, wrappers, stuck } = await stopEverything(state);
+    if (stuck.length > 0) throw new Error(`${name}: processes ${stuck.join(', ')} did not stop`);
+    // A runuser stops itself once its child has stopped; stopped here too, it is so at once.
+    for (const pid of wrappers) signal(pid, 'SIGSTOP');
+    const postmaster = postmasterPid(state);
+    const { at } = mark(
+      'freeze',
+      `SIGSTOP patroni ${state.pid}, postmaster ${postmaster ?? 'none'}, ${pids.length} processes in all` +
+        (wrappers.length > 0 ? ` (wrappers ${wrappers.join(', ')})` : ''),
+      name,
+    );
+    return { node: view(name), at, pids };
+  };
+
+  const thawNode = async (name: string) => {
+    const state = stateOf(name);
+    const { pids, wrappers } = nodeProcesses(state);
+    // The postmaster's children before it, Patroni last: each finds what it serves running again.
+    for (const pid of [...pids].reverse()) signal(pid, 'SIGCONT');
+    for (const pid of wrappers) signal(pid, 'SIGCONT');
+    state.frozen = false;
+    const { at } = mark('thaw', `SIGCONT to ${pids.length} processes`, name);
+    await poll(
+      async () => (pids.some((pid) => procStat(pid)?.state === 'T') ? undefined : true),
+      5000,
+      () => `${name}'s processes running again`,
+      10,
     );
     return { node: view(name), at };
   };
@@ -811,6 +1016,7 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
       logFile: join(nodeDir, 'patroni.log'),
       child: undefined,
       pid: undefined,
+      frozen: false,
     };
     nodes.push(state);
     views.set(state.name, api(state));
@@ -825,6 +1031,9 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
     if (stopped) return;
     stopped = true;
     mark('stop', graceful ? 'graceful' : 'SIGKILL');
+    // A frozen node is killed at once: stopped, it would never answer the SIGTERM, and a Patroni
+    // left stopped keeps this process from exiting.
+    for (const state of nodes) if (state.frozen) killTree(state);
     await watcher;
     if (graceful) {
       // Patroni stops its PostgreSQL on SIGTERM (a fast shutdown, which removes its shared memory).
@@ -879,6 +1088,9 @@ export async function startCluster(options: ClusterOptions = {}): Promise<Cluste
     syncStandby,
     killPrimary,
     killNode,
+    freezeNode,
+    thawNode,
+    nodeProcesses: (name) => nodeProcesses(stateOf(name)).pids,
     switchover,
     restartNode,
     waitForWrite,
