@@ -82,6 +82,8 @@ export function silentServerError(host: PostgresHost): Error {
 /** One server's probe: a connection kept open between rounds, replaced when it fails. */
 export class HostProbe {
   private client: pg.Client | undefined;
+  /** The probe in flight: a round that returned before a slow host answered does not ask it twice. */
+  private pending: Promise<ProbeResult> | undefined;
 
   constructor(
     private readonly url: PostgresUrl,
@@ -90,7 +92,12 @@ export class HostProbe {
     private readonly deadlineMs: number,
   ) {}
 
-  async probe(): Promise<ProbeResult> {
+  probe(): Promise<ProbeResult> {
+    this.pending ??= this.ask().finally(() => (this.pending = undefined));
+    return this.pending;
+  }
+
+  private async ask(): Promise<ProbeResult> {
     const client = this.client ?? this.open();
     let timer: NodeJS.Timeout | undefined;
     const deadline = new Promise<'silent'>((resolve) => {
