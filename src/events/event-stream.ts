@@ -63,6 +63,8 @@ export class EventStream implements TailSubscriber {
     private readonly onClose: () => void,
     /** Only events of these types (?types=, issue 23); null: every type. */
     private readonly types: TypeFilter = null,
+    /** The head declared a chunked body (stream-response.ts, chunkedBody): what is written is framed so. */
+    private readonly chunked = false,
   ) {
     this.cursor = after;
     this.typeList = types === null ? null : [...types];
@@ -113,17 +115,24 @@ export class EventStream implements TailSubscriber {
   }
 
   /**
-   * One write to the socket per stream, of bytes shared by every stream (issue 36): the answer's
-   * own write() would cut each message into four pieces (size, CRLF, text, CRLF), cork the socket
-   * and send them with writev on the next tick, stream by stream. The socket is the response's
-   * only while it is the connection's current answer; HTTP/1.0 (no chunks) goes through write().
+   * One write to the socket per stream, of bytes shared by every stream: the answer's own write()
+   * would cut each message into four pieces (size, CRLF, text, CRLF), cork the socket and send them
+   * with writev on the next tick, stream by stream (the fan-out's CPU: BENCHMARKS.md, "Scale"). The
+   * head, already sent, declared the chunks, and what end() sends after them Node frames by that
+   * header (test/events/stream-wire.test.ts holds Node to both). Until the response has its
+   * connection (behind a pipelined request) write() queues in order; HTTP/1.0 has no chunks. A
+   * reader too slow for MAX_QUEUED_BYTES is ended; it resumes with Last-Event-ID.
    */
   private write(outgoing: Outgoing): void {
     if (this.closed) return;
     const socket = this.response.socket;
-    if (this.response.chunkedEncoding && socket && !socket.destroyed) socket.write(outgoing.chunk);
-    else this.response.write(outgoing.text);
-    if (this.response.writableLength > MAX_QUEUED_BYTES) this.end(); // a reader this slow resumes with Last-Event-ID
+    if (this.chunked && socket !== null && !socket.destroyed) {
+      socket.write(outgoing.chunk);
+      if (socket.writableLength > MAX_QUEUED_BYTES) this.end();
+    } else {
+      this.response.write(outgoing.text);
+      if (this.response.writableLength > MAX_QUEUED_BYTES) this.end();
+    }
   }
 
   /**

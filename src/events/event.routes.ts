@@ -14,7 +14,7 @@ import { type EventStreams, reconnectionTime } from './event-streams.js';
 import { EventTail } from './event-tail.js';
 import { type EventTickets, TICKET_LIFETIME_MS, ticketHolderOf } from './event-tickets.js';
 import { parseTypesQuery } from './event-types-query.js';
-import { reconnectLater, startStream } from './stream-response.js';
+import { chunkedBody, reconnectLater, startStream } from './stream-response.js';
 
 /** What the change feed adds to the OpenAPI document besides its route (http/openapi.ts). */
 export const EVENTS_API: ApiPart = {
@@ -267,6 +267,7 @@ export function eventRoutes(
             place.release();
           },
           types,
+          chunkedBody(request),
         );
         registry.add(stream, ticketHolderOf(principal) ?? bearerCredential(request.headers.authorization));
         raw.write(`: connected\nretry: ${reconnectionTime()}\n\n`);

@@ -2,6 +2,13 @@ import type { ServerResponse } from 'node:http';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { reconnectionTime } from './event-streams.js';
 
+/**
+ * Whether a stream's body is chunked (RFC 9112 §7.1): to an HTTP/1.1 client, which must accept
+ * chunks. An HTTP/1.0 client knows none; its body ends with the connection. The head declares it
+ * (startStream) and EventStream frames its writes by it: one decision, never read back from Node.
+ */
+export const chunkedBody = (request: FastifyRequest): boolean => request.raw.httpVersion === '1.1';
+
 /** Takes the answer over from Fastify and sends the head of a text/event-stream: 200, always. */
 export function startStream(request: FastifyRequest, reply: FastifyReply): ServerResponse {
   reply.hijack();
@@ -17,6 +24,9 @@ export function startStream(request: FastifyRequest, reply: FastifyReply): Serve
     // The connection ends with the stream: the client's reconnect opens a new one, which reaches a
     // server that listens, rather than reusing one to a server that is draining (issue 23).
     connection: 'close',
+    // Declared, not left to Node: Node frames what write() and end() send by it, and ends the body
+    // with the last chunk; EventStream writes whole chunks of its own after the head.
+    ...(chunkedBody(request) ? { 'transfer-encoding': 'chunked' } : {}),
   });
   raw.flushHeaders();
   return raw;

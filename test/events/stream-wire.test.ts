@@ -1,7 +1,11 @@
 import assert from 'node:assert/strict';
-import { type Socket, connect } from 'node:net';
+import { once } from 'node:events';
+import { type ServerResponse, createServer, get } from 'node:http';
+import { type AddressInfo, type Socket, connect } from 'node:net';
 import { type TestContext, test } from 'node:test';
 import { testConfig } from '../../src/config.js';
+import { EventStream } from '../../src/events/event-stream.js';
+import type { EventRecord, EventStore } from '../../src/store/event-store.js';
 import { READ_WRITE, type TestApp, makeApp } from '../helpers.js';
 import { listen } from '../http/support.js';
 import { create, plantBody } from '../plants/plant.helpers.js';
@@ -104,4 +108,62 @@ test('GET /events over HTTP/1.0 sends the same messages without chunks, and ends
   await close();
   await eventually('the connection ends', () => stream.closed);
   assert.ok(stream.body.endsWith(': the server is restarting; reconnect to resume the feed\n\n'), stream.body);
+});
+
+// What the frames written straight to the socket rely on in Node (event-stream.ts): a head that
+// declares `transfer-encoding: chunked` itself gets that header once, and no bytes of Node's own
+// between the head and end(); end() then sends its text as a chunk and closes the body with the
+// last chunk (RFC 9112 §7.1). A Node that changed any of these would fail here, not in a browser.
+test('GET /events over HTTP/1.1 is one chunked body to its end: the frames, then end()’s chunk and the last chunk', async (t) => {
+  const { h, port, token, close } = await served(t);
+  const stream = new WireStream(port, token, '1.1');
+  t.after(() => stream.destroy());
+  await eventually('the stream is set up', () => stream.body.includes(': connected'));
+  assert.equal(stream.head.match(/\r\ntransfer-encoding:/gi)?.length, 1, stream.head);
+  assert.equal((await create(h, token, plantBody('9', 'Ivy'))).statusCode, 200);
+  const [event] = await h.store.readEvents(0n, null, 10);
+  const message = `id: ${event!.id}\nevent: plant.created\ndata: {"id":9,"name":"Ivy"}\n\n`;
+  await eventually('the event', () => stream.body.endsWith(chunk(message)));
+  await close();
+  await eventually('the connection ends', () => stream.closed);
+  const connected = /^: connected\nretry: \d+\n\n/.exec(stream.body.slice(stream.body.indexOf('\r\n') + 2))![0];
+  assert.equal(
+    stream.body,
+    chunk(connected) +
+      chunk(message) +
+      chunk(': the server is restarting; reconnect to resume the feed\n\n') +
+      '0\r\n\r\n',
+  );
+});
+
+test('a chunked stream is ended once more than 4 MiB wait in its socket: a reader that slow resumes later', async (t) => {
+  const server = createServer((_request, response) => void server.emit('stream', response));
+  t.after(() => {
+    server.closeAllConnections();
+    server.close();
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const answered = once(server, 'stream');
+  const request = get({ port: (server.address() as AddressInfo).port, host: '127.0.0.1' });
+  request.on('error', () => {});
+  const [response] = (await answered) as [ServerResponse];
+  response.writeHead(200, { 'transfer-encoding': 'chunked' }).flushHeaders();
+  let ended = false;
+  const store = { readEvents: () => Promise.resolve([]) } as unknown as EventStore;
+  const stream = new EventStream(response, store, null, 0n, () => (ended = true), null, true);
+  await stream.catchUp();
+  const event = (id: bigint, bytes: number): EventRecord => ({
+    id,
+    type: 'plant.created',
+    owner: 'alice',
+    payload: 'x'.repeat(bytes),
+    createdAt: 0,
+  });
+  response.socket!.cork(); // what a reader that stopped reading leaves queued, kernel buffers full
+  stream.offer(event(1n, 3 * 1024 * 1024));
+  assert.equal(ended, false, '3 MiB waiting: the stream goes on');
+  stream.offer(event(2n, 2 * 1024 * 1024));
+  assert.equal(ended, true, '5 MiB waiting: the stream is ended');
+  request.destroy();
 });
