@@ -34,6 +34,6 @@ if (missing !== undefined) {
 const { tracingWanted } = await import('../dist/tracing-hooks.js');
 if (process.argv[2] === 'serve' && tracingWanted(process.env)) {
   const { startTracing } = await import('../dist/system/tracing.js');
-  await startTracing();
+  await startTracing(process.env);
 }
 await import('../dist/cli.js');

@@ -45,10 +45,15 @@ export function workersStoppedListening(limitMs: number): Promise<void> {
  * started values, with a warning naming those the file changed.
  *
  * `workersFlag`: `--workers` was given, and wins over a WORKERS the file sets, at a reload too.
+ * `env`: the command's environment, under the settings file's values at a reload too.
  */
 export async function runPrimary(
   config: Config,
-  { settingsFile, workersFlag = false }: { settingsFile?: string | undefined; workersFlag?: boolean } = {},
+  {
+    env,
+    settingsFile,
+    workersFlag = false,
+  }: { env: NodeJS.ProcessEnv; settingsFile?: string | undefined; workersFlag?: boolean },
 ): Promise<void> {
   if (config.database.engine === 'sqlite' && config.database.path === ':memory:') {
     throw new ConfigError('sqlite::memory: cannot be shared by several workers; use a file or PostgreSQL');
@@ -87,7 +92,7 @@ export async function runPrimary(
   const startedEnv = workerEnv;
   /** The config a reload reads: as the command line made it at start. */
   const configOf = (fromFile: Record<string, string>): Config => {
-    const read = loadConfig({ ...process.env, ...fromFile }); // parses, or throws why not
+    const read = loadConfig({ ...env, ...fromFile }); // parses, or throws why not
     return workersFlag ? { ...read, workers: config.workers } : read;
   };
   const fork = (): Worker => {
@@ -213,7 +218,7 @@ export async function runPrimary(
     }
   }
   process.on('SIGHUP', () => void reload());
-  followLauncher((launcher) => {
+  followLauncher(env, (launcher) => {
     log.info({ launcher }, 'the process that started this server (npm) has exited; stopping');
     stop('SIGTERM');
   });

@@ -125,10 +125,11 @@ export function settingsSummary(config: Config, port = config.port): Record<stri
  * launcher: npm passes SIGTERM and SIGINT to its child, but `npx` runs the command through a shell
  * that does not pass them on, and nothing passes SIGHUP. When the launcher is gone (this process
  * was handed to another parent), `onGone` runs, once: the caller stops as on SIGTERM. A server
- * started directly (`node bin/plant-store.js serve`, a process manager) is not watched.
+ * started directly (`node bin/plant-store.js serve`, a process manager) is not watched; `env` is the
+ * command's environment, where npm and npx set `npm_command`.
  */
-export function followLauncher(onGone: (launcherPid: number) => void): void {
-  if (cluster.isWorker || process.env.npm_command === undefined) return;
+export function followLauncher(env: NodeJS.ProcessEnv, onGone: (launcherPid: number) => void): void {
+  if (cluster.isWorker || env.npm_command === undefined) return;
   const launcher = process.ppid;
   const timer = setInterval(() => {
     if (process.ppid === launcher) return;

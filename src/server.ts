@@ -42,8 +42,11 @@ async function exportLastSpans(app: FastifyInstance, ms: number): Promise<boolea
   return false;
 }
 
-/** Process entry: config → store → app → listen, and a graceful stop on SIGTERM or SIGINT. */
-export async function serve(config: Config): Promise<void> {
+/**
+ * Process entry: config → store → app → listen, and a graceful stop on SIGTERM or SIGINT. `env`:
+ * the command's environment, which says whether npm started it (launch.ts, followLauncher).
+ */
+export async function serve(config: Config, env: NodeJS.ProcessEnv): Promise<void> {
   // Handlers first: a signal during start-up is held until the server is up, then it drains as
   // usual (Node's default would kill the process mid-start).
   const running: { stop?: (signal: NodeJS.Signals) => void } = {};
@@ -174,7 +177,7 @@ export async function serve(config: Config): Promise<void> {
   };
   running.stop = stop;
   if (early) stop(early);
-  followLauncher((launcher) => {
+  followLauncher(env, (launcher) => {
     app.log.info({ launcher }, 'the process that started this server (npm) has exited; stopping');
     stop('SIGTERM');
   });

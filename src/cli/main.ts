@@ -45,8 +45,8 @@ async function serveCommand(args: string[]): Promise<number> {
     // by --workers or WORKERS) run under a primary, which is what reloads on SIGHUP.
     const workersAsked = values.workers !== undefined || 'WORKERS' in fromFile || io().env.WORKERS !== undefined;
     if (workersAsked && isPrimary())
-      await runPrimary(config, { settingsFile: file, workersFlag: values.workers !== undefined });
-    else await serve(config);
+      await runPrimary(config, { env: io().env, settingsFile: file, workersFlag: values.workers !== undefined });
+    else await serve(config, io().env);
   } catch (error) {
     logStartupFailure(error, level); // the one JSON line naming the component that failed (issue 16)
     throw error;

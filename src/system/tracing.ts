@@ -31,8 +31,10 @@ type TracingLog = Pick<FastifyInstance['log'], 'warn' | 'info'>;
  * Starts the SDK: OTLP/HTTP export configured by the standard OTEL_* variables (endpoint, headers,
  * protocol, sampler, batch sizes, resource), spans from the official http and pg instrumentations,
  * and this service's own spans through `tracing.current`. Traces only: metrics stay on /metrics.
+ * `env` is the process's environment, given by the command's entry (bin/plant-store.js): the SDK
+ * and its exporters read the same variables there themselves, as OpenTelemetry specifies.
  */
-export async function startTracing(env: NodeJS.ProcessEnv = process.env): Promise<void> {
+export async function startTracing(env: NodeJS.ProcessEnv): Promise<void> {
   // instrumentation-pg patches `pg` as it is imported; the server imports it as an ES module, which
   // only a loader hook can reach. The hook is told to look at `pg` alone and leave every other import as it is.
   register('@opentelemetry/instrumentation/hook.mjs', import.meta.url, { data: { include: ['pg'] } });
