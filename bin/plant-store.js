@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // The package's command. The TypeScript is compiled to dist/ by `npm ci` (the prepare script).
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
 // Before `npm ci` (node_modules missing) or after a clean (dist/ missing), one line says what to
@@ -31,8 +31,21 @@ if (missing !== undefined) {
 
 // Tracing (docs/tracing.md) must be set up before the server's modules load, and only when asked
 // for: tracing-hooks.js imports nothing of OpenTelemetry, and the SDK comes with tracing.js alone.
+// The SDK, its exporters and the instrumentations are package.json's optionalDependencies: an
+// install made with --omit=optional has none of them, and a server asked to trace says so.
 const { tracingWanted } = await import('../dist/tracing-hooks.js');
 if (process.argv[2] === 'serve' && tracingWanted(process.env)) {
+  const manifest = JSON.parse(readFileSync(here('../package.json'), 'utf8'));
+  const absent = Object.keys(manifest.optionalDependencies ?? {}).filter((name) => !installed(name));
+  if (absent.length > 0) {
+    const which = absent.length > 1 ? `${absent[0]} and ${absent.length - 1} more` : absent[0];
+    process.stderr.write(
+      `plant-store: tracing is on (an OTLP endpoint is set: docs/tracing.md) but OpenTelemetry is not installed ` +
+        `(${which}: an install made with --omit=optional): run \`npm ci\`, then \`npm prune --omit=dev\`, in ${root}, ` +
+        `or unset the endpoint\n`,
+    );
+    process.exit(1);
+  }
   const { startTracing } = await import('../dist/system/tracing.js');
   await startTracing(process.env);
 }

@@ -95,3 +95,19 @@ test('node_modules without dist/ says to run npm run build; without TypeScript t
     /^plant-store: dist\/ \(the compiled TypeScript\) is missing and TypeScript is not installed: run `npm ci` in .* first \(docs\/operations\.md: a production install\)\n$/,
   );
 });
+
+test('an install without the optional OpenTelemetry packages: serve with tracing on says so in one line, exit 1', async () => {
+  // --omit=optional leaves out package.json's optionalDependencies, the tracing packages alone.
+  const dir = checkout({ packages: ['fastify'], dist: true });
+  const r = await run(process.execPath, ['bin/plant-store.js', 'serve'], dir, {
+    OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:4318',
+  });
+  assert.deepEqual(r, {
+    code: 1,
+    stdout: '',
+    stderr:
+      'plant-store: tracing is on (an OTLP endpoint is set: docs/tracing.md) but OpenTelemetry is not installed ' +
+      '(@opentelemetry/exporter-trace-otlp-grpc and 6 more: an install made with --omit=optional): ' +
+      `run \`npm ci\`, then \`npm prune --omit=dev\`, in ${dir}, or unset the endpoint\n`,
+  });
+});
