@@ -1,4 +1,7 @@
-// The only reader of process.env: environment → validated, frozen Config (STYLE.md, "Config once").
+// Environment → validated, frozen Config: the one interpreter of the settings (STYLE.md, "Config
+// once"). In src/ and bin/, process.env is read only here (loadConfig's and loadClientSettings'
+// default), by cli/io.ts, which hands it to the commands, and by bin/plant-store.js, which decides
+// whether serve traces; with tracing on, the OpenTelemetry SDK reads its own OTEL_* variables.
 import { isIP } from 'node:net';
 import { PostgresUrlError, describePostgresUrl, parsePostgresUrl } from './wire/postgres-url.js';
 
