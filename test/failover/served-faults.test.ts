@@ -151,3 +151,56 @@ test('after a silent primary and its promoted standby, SIGTERM ends serve cleanl
   assert.ok(!lines.includes('shutdown grace period over; exiting'), lines.slice(-10).join('\n'));
   t.diagnostic(`${load.answers.length} creates, all 200`);
 });
+
+test('serve writes to the promoted standby, which stops; its old primary comes back unrewound: refused with a warn line, the metric, /readyz 503, writes 503', async () => {
+  const pair = await startReplicaPair({ synchronous: true });
+  pairs.push(pair);
+  const url = pair.url([pair.primary, pair.standby], 'target_session_attrs=read-write');
+  const env = { DATABASE_URL: url, RATE_LIMIT: 'off', DATABASE_FAILOVER_WAIT: '2s' };
+  const server = await startServer(env);
+  try {
+    const minted = await runCli(['token', 'create', '--subject', 'alice', '--scopes', SCOPES], env);
+    assert.equal(minted.code, 0, minted.stderr);
+    const token = minted.stdout.trim();
+    assert.equal((await callServer(server, token, 'POST', '/plants', '{"id":1,"name":"Fern"}')).status, 200);
+    await pair.stop(pair.primary, 'kill');
+    await pair.promote(pair.standby);
+    let moved = await callServer(server, token, 'POST', '/plants', '{"id":2,"name":"Moss"}');
+    for (let i = 0; moved.status !== 200 && i < 20; i++) {
+      moved = await callServer(server, token, 'POST', '/plants', '{"id":2,"name":"Moss"}');
+    }
+    assert.equal(moved.status, 200, moved.text); // written on the new timeline
+    await pair.stop(pair.standby, 'fast');
+    await pair.restart(pair.primary); // writable, on the timeline its standby left
+
+    const old = `127.0.0.1:${pair.primary.port}`;
+    await eventually(
+      async () =>
+        (await fetch(`${server.url}/metrics`).then((r) => r.text())).includes(`host="${old}"`) ? true : undefined,
+      'the metric names the refused server',
+      30_000,
+    );
+    const metrics = await (await fetch(`${server.url}/metrics`)).text();
+    assert.match(
+      metrics,
+      new RegExp(`^plant_store_database_refused_hosts\\{host="${old}",reason="older_timeline"\\} 1$`, 'm'),
+    );
+    const ready = await fetch(`${server.url}/readyz`);
+    assert.equal(ready.status, 503, 'nothing else qualifies');
+    const write = await callServer(server, token, 'POST', '/plants', '{"id":3,"name":"Ivy"}');
+    assert.equal(write.status, 503, write.text);
+    assert.ok(write.headers.get('retry-after'), 'with Retry-After');
+    const warned = server
+      .logs()
+      .split('\n')
+      .filter((line) => line.includes('database: refusing'))
+      .map((line) => JSON.parse(line) as { level: number; msg: string; reason: string });
+    assert.equal(warned.length, 1, JSON.stringify(warned));
+    assert.equal(warned[0]!.level, 40);
+    assert.match(warned[0]!.msg, new RegExp(`^database: refusing ${old}: its timeline 1 is older than timeline 2`));
+    const rows = (await pair.sql(pair.primary, 'SELECT id::int AS id FROM plants ORDER BY id')).rows;
+    assert.deepEqual(rows, [{ id: 1 }], 'nothing written to the old primary');
+  } finally {
+    await server.stop();
+  }
+});
