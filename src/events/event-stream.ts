@@ -7,6 +7,14 @@ import type { TypeFilter } from './event-types-query.js';
 const MAX_QUEUED_BYTES = 4 * 1024 * 1024;
 /** Events that arrive live while a stream still catches up from the log wait here, up to this many. */
 const MAX_HELD = 10_000;
+/**
+ * The catch-up reads the next page of the log only once fewer bytes than this wait in the socket:
+ * it follows the client, so a client that reads as fast as it can receives the whole backlog on
+ * one connection, and the process never holds more than this much of it per stream.
+ */
+const CATCH_UP_QUEUED_BYTES = 256 * 1024;
+/** A catch-up whose client has read nothing for this long is ended, as a slow reader is; it resumes later. */
+const CATCH_UP_STALL_MS = 60_000;
 
 /** One Server-Sent Events message (WHATWG HTML, §9.2): id, event type, the payload on one data line. */
 export const sseMessage = (event: EventRecord): string =>
@@ -84,6 +92,9 @@ export class EventStream implements TailSubscriber {
         const events = await this.store.readEvents(this.cursor, this.owner, PAGE, this.typeList);
         for (const event of events) this.send(event);
         if (events.length < PAGE) break;
+        // A store that answers at once (SQLite) would otherwise read the whole backlog in one turn
+        // of the event loop, holding every other request for it.
+        if (!(await this.readerCaughtUp())) return;
       }
       // Live events were dropped from the hold while reading: they are in the log; read on.
     } while (this.overflowed);
@@ -102,6 +113,34 @@ export class EventStream implements TailSubscriber {
       this.held = [];
       this.overflowed = true;
     }
+  }
+
+  /**
+   * Waits until the client has taken what was sent (fewer than CATCH_UP_QUEUED_BYTES queued), and
+   * at least until the event loop's next turn. False when the stream closed meanwhile, or was ended
+   * because its client read nothing for CATCH_UP_STALL_MS.
+   */
+  private async readerCaughtUp(): Promise<boolean> {
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    const socket = this.response.socket;
+    const target = this.chunked && socket !== null && !socket.destroyed ? socket : this.response;
+    if (!this.closed && target.writableLength >= CATCH_UP_QUEUED_BYTES) {
+      await new Promise<void>((resolve) => {
+        const done = (): void => {
+          clearTimeout(stalled);
+          target.off('drain', done);
+          this.response.off('close', done);
+          resolve();
+        };
+        const stalled = setTimeout(() => {
+          this.end();
+          done();
+        }, CATCH_UP_STALL_MS);
+        target.on('drain', done);
+        this.response.on('close', done);
+      });
+    }
+    return !this.closed;
   }
 
   heartbeat(): void {
