@@ -149,6 +149,12 @@ test('after a silent primary and its promoted standby, SIGTERM ends serve cleanl
   assert.equal(code, 0, lines.slice(-10).join('\n'));
   assert.ok(lines.includes('stopped cleanly'), lines.slice(-10).join('\n'));
   assert.ok(!lines.includes('shutdown grace period over; exiting'), lines.slice(-10).join('\n'));
+  const stopping = lines.slice(lines.indexOf('shutting down: finishing in-flight requests and open connections'));
+  assert.deepEqual(
+    stopping.filter((msg) => msg.includes('a database connection failed')),
+    [],
+    'a clean stop closes its connections on purpose: no failure is reported',
+  );
   t.diagnostic(`${load.answers.length} creates, all 200`);
 });
 

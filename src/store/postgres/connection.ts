@@ -89,7 +89,11 @@ export function createPool(
   if (router) routeThrough(pool, router);
   givenUrls.set(pool, url);
   // Without a listener an idle connection's error (a server restart) would crash the process.
-  pool.on('error', options.onIdleError ?? (() => {}));
+  // A pool that is ending has its connections closed on purpose (the store's close cuts those it
+  // still holds): nothing failed, and nothing is replaced.
+  pool.on('error', (error) => {
+    if (!pool.ending) options.onIdleError?.(error);
+  });
   return pool;
 }
 
