@@ -1,15 +1,18 @@
-// Cost as the work grows (issue 36): each axis at 1× (today's runs) and at 10×, on SQLite and
-// PostgreSQL, and the growth (10× ÷ 1×) of each number. The goal for a per-operation cost or a
+// Cost as the work grows: each axis at 1× (today's runs) and at 10×, on SQLite and PostgreSQL. The
+// sizes are alternated and repeated (1, 10, 1, 10 by default: a size measured only once, and
+// always first, reports its warm-up), each with a database of its own; every figure is printed as
+// the median of its runs with their range, and a growth (10× ÷ 1×, medians) is claimed only when
+// the two ranges do not overlap, "within noise" otherwise. The goal for a per-operation cost or a
 // memory figure is growth ≤ 1.2; totals (an import, a `token list`, a recover of every delivery)
 // must grow and are marked so.
 //
-//   npm run bench:scale -- --axis tokens [--axis events …] [--engine sqlite|postgres] [--quick] [--scale 1,10]
+//   npm run bench:scale -- --axis tokens [--axis events …] [--engine sqlite|postgres] [--quick] [--scale 1,10,1,10]
 //
 // --axis: plants, events, deliveries, webhooks, streams, tokens (repeat it; at least one).
 // --engine: one engine (default: both). PostgreSQL: a database of its own, plant_store_scale, on
 // BENCH_PG_ADMIN_URL (default postgres://postgres@127.0.0.1:5432/postgres), dropped after each size.
 // SQLite: a file under /var/tmp, deleted after each size.
-// --quick: sizes ÷ 100, for a small run while changing code. --scale: the multiples to run (default 1,10).
+// --quick: sizes ÷ 100, for a small run while changing code. --scale: the multiples to run, in order.
 //
 // Data is seeded through SQL (a recursive CTE on SQLite, generate_series on PostgreSQL) or the
 // store, never through HTTP; what is measured goes through the store in this process or through
@@ -43,7 +46,7 @@ const { values } = parseArgs({
     axis: { type: 'string', multiple: true, default: [] },
     engine: { type: 'string' },
     quick: { type: 'boolean', default: false },
-    scale: { type: 'string', default: '1,10' },
+    scale: { type: 'string', default: '1,10,1,10' },
   },
 });
 const axes = values.axis.flatMap((a) => a.split(','));
@@ -53,6 +56,11 @@ if (axes.length === 0 || axes.some((a) => !(a in AXES))) {
 }
 const engines: Engine[] = values.engine === undefined ? ['sqlite', 'postgres'] : [values.engine as Engine];
 const scales = values.scale.split(',').map(Number);
+/** The middle of sorted values; of an even count, the mean of the middle two. */
+const middle = (sorted: readonly number[]): number =>
+  sorted.length % 2 === 1
+    ? sorted[(sorted.length - 1) / 2]!
+    : (sorted[sorted.length / 2 - 1]! + sorted[sorted.length / 2]!) / 2;
 const fmt = (v: number): string =>
   v >= 100 ? Math.round(v).toLocaleString('en-US') : v >= 10 ? v.toFixed(1) : v.toPrecision(3);
 
@@ -81,15 +89,25 @@ for (const name of axes) {
       console.error(line);
     }
     console.log(`\n${sizes.map((s) => `- ${s}`).join('\n')}\n`);
-    console.log(`| ${name} (${engine}) | ${scales.map((s) => `${s}×`).join(' | ')} | growth |`);
-    console.log(`|---|${scales.map(() => '---|').join('')}---|`);
+    const multiples = [...new Set(scales)];
+    console.log(`| ${name} (${engine}) | ${multiples.map((m) => `${m}× (median, range)`).join(' | ')} | growth |`);
+    console.log(`|---|${multiples.map(() => '---|').join('')}---|`);
     for (const [i, m] of results[0]!.entries()) {
-      const cells = results.map((r) => r[i]!.value);
-      const growth = cells.at(-1)! / cells[0]!;
+      const runsOf = (multiple: number): number[] =>
+        results.filter((_, run) => scales[run] === multiple).map((r) => r[i]!.value);
+      const spread = multiples.map((multiple) => {
+        const values = runsOf(multiple).sort((a, b) => a - b);
+        return { median: middle(values), low: values[0]!, high: values.at(-1)! };
+      });
+      const first = spread[0]!;
+      const last = spread.at(-1)!;
+      const apart = last.low > first.high || last.high < first.low;
       const mark = m.perOp ? '' : ' (a total: grows)';
-      console.log(
-        `| ${m.name} | ${cells.map((v) => `${fmt(v)} ${m.unit}`).join(' | ')} | ${cells.length > 1 ? `${growth.toFixed(2)}${mark}` : '—'} |`,
-      );
+      const growth =
+        spread.length < 2 ? '—' : apart ? `${(last.median / first.median).toFixed(2)}${mark}` : 'within noise';
+      const cell = (c: { median: number; low: number; high: number }): string =>
+        c.low === c.high ? `${fmt(c.median)} ${m.unit}` : `${fmt(c.median)} ${m.unit} (${fmt(c.low)}–${fmt(c.high)})`;
+      console.log(`| ${m.name} | ${spread.map(cell).join(' | ')} | ${growth} |`);
     }
   }
 }
