@@ -82,13 +82,12 @@ export async function deliveriesAxis(db: RunDb, n: number, quick: boolean): Prom
       let rate = 0;
       try {
         await until(() => back.count > 0, 60_000, 'the first delivery');
+        // The same share of the backlog at every size (a whole small backlog against the start of a
+        // large one would compare its tail, when the claims find little, with a full queue).
         const from = back.count;
+        const share = Math.ceil(n / 10);
         const started = performance.now();
-        await until(
-          () => back.count >= n || performance.now() - started > (quick ? 5000 : 20_000),
-          60_000,
-          'deliveries',
-        );
+        await until(() => back.count - from >= share, quick ? 60_000 : 300_000, `the first ${share} deliveries`);
         rate = ((back.count - from) / (performance.now() - started)) * 1000;
       } finally {
         await server.stop();
@@ -105,7 +104,12 @@ export async function deliveriesAxis(db: RunDb, n: number, quick: boolean): Prom
         { name: 'the backlog metric (webhookBacklog): p50', value: percentile(backlogs, 50), unit: 'ms', perOp: true },
         { name: '`recover` of every failed delivery: one transaction', value: recoverMs, unit: 'ms', perOp: false },
         { name: '`recover`: per delivery', value: (recoverMs / n) * 1000, unit: 'µs', perOp: true },
-        { name: 'deliveries/s once the receiver is back', value: rate, unit: '/s', perOp: true },
+        {
+          name: 'deliveries/s once the receiver is back (the first 10 % of the backlog)',
+          value: rate,
+          unit: '/s',
+          perOp: true,
+        },
         {
           name: 'attempt log: bytes per attempt (table and indexes)',
           value: attemptBytes / attempts,
