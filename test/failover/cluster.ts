@@ -1275,3 +1275,15 @@ export function haproxyConfig(
     '',
   ].join('\n');
 }
+
+/**
+ * A test's `skip` when Debian's packages it drives are missing: the reason, naming what to install;
+ * false when they are there, and always false under CI, which installs them (.ci/run), so a missing
+ * package fails there instead of passing unseen.
+ */
+export function skipWithout(binaries: readonly string[], packages: string): string | false {
+  const missing = binaries.filter((path) => !existsSync(path));
+  return missing.length > 0 && process.env.CI !== 'true'
+    ? `needs ${missing.join(', ')}: apt-get install ${packages} (Debian's packages)`
+    : false;
+}

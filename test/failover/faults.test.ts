@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { type IncomingMessage, get } from 'node:http';
-import { type AddressInfo, type Socket, connect, createServer as createNetServer } from 'node:net';
+import { type AddressInfo } from 'node:net';
 import { type TestContext, after, describe, test } from 'node:test';
 import { buildApp } from '../../src/app.js';
 import { TokenService } from '../../src/auth/token.service.js';
@@ -369,45 +369,10 @@ test('asynchronous loss is the tail and nothing more: no event id given twice, a
   );
 });
 
-/**
- * One address whose server changes, as a managed database's DNS name or a plain TCP proxy does:
- * `moveTo(port)` leaves every connection made so far silent (nothing forwarded, no reset, no
- * close) and sends every new one to `port`.
- */
-async function movingAddress(first: number): Promise<{ port: number; moveTo(port: number): void; close(): void }> {
-  let target = first;
-  const open = new Set<Socket>();
-  const server = createNetServer((client) => {
-    const upstream = connect(target, '127.0.0.1');
-    for (const socket of [client, upstream]) {
-      open.add(socket);
-      socket.on('error', () => {});
-    }
-    upstream.on('error', () => client.destroy());
-    client.pipe(upstream);
-    upstream.pipe(client);
-  });
-  server.listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  return {
-    port: (server.address() as AddressInfo).port,
-    moveTo(port) {
-      target = port;
-      for (const socket of open) {
-        socket.unpipe();
-        socket.pause();
-      }
-      open.clear();
-    },
-    close() {
-      server.close();
-    },
-  };
-}
-
 test('one host in the URL whose server goes silent and is replaced: the stream opened before receives every later event', async (t) => {
   const pair = await pairOfOwn({ synchronous: true });
-  const address = await movingAddress(pair.primary.port);
+  // One address whose server changes: a managed database's DNS name, a plain TCP proxy.
+  const address = await silentProxy(pair.primary.port);
   t.after(() => address.close());
   // No target_session_attrs, one host: no monitor of hosts; what notices the silence is per connection.
   const { store } = open(`postgres://postgres@127.0.0.1:${address.port}/postgres`);

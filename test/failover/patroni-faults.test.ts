@@ -1,6 +1,5 @@
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
-import { existsSync } from 'node:fs';
 import { type IncomingMessage, createServer, get } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { type TestContext, test } from 'node:test';
@@ -12,7 +11,7 @@ import { FAILOVER_WAIT_MS } from '../../src/store/postgres/connection.js';
 import { openPostgres } from '../../src/store/postgres/store.js';
 import { cleanupsInReverse } from '../support/cleanups.js';
 import { eventually } from '../support/eventually.js';
-import { type Cluster, startCluster } from './cluster.js';
+import { type Cluster, skipWithout, startCluster } from './cluster.js';
 
 // A silent Patroni leader, with Patroni's own default timing (ttl 30 s, loop_wait 10 s,
 // retry_timeout 10 s) and synchronous_mode: every process of the leader's node SIGSTOPped, Patroni
@@ -27,12 +26,7 @@ import { type Cluster, startCluster } from './cluster.js';
 // is delivered, each webhook-id always with the same body. Timings are diagnostics, never asserted.
 
 /** Debian's patroni and etcd-server: CI installs them; elsewhere the test says what is missing. */
-const PARTS = ['/usr/bin/patroni', '/usr/bin/etcd'];
-const missing = PARTS.filter((path) => !existsSync(path));
-const skip =
-  missing.length > 0 && process.env.CI !== 'true'
-    ? `needs ${missing.join(', ')}: apt-get install patroni etcd-server (Debian's packages)`
-    : false;
+const skip = skipWithout(['/usr/bin/patroni', '/usr/bin/etcd'], 'patroni etcd-server');
 
 const SCOPES = ['plants:read', 'plants:write', 'webhooks:read', 'webhooks:write'];
 /** How long the writers go on once the new leader takes writes. */

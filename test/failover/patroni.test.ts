@@ -1,13 +1,12 @@
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
-import { existsSync } from 'node:fs';
 import { type Server, createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { type TestContext, test } from 'node:test';
 import { Follower } from '../e2e/event-follower.js';
 import { type ServerProcess, callServer, runCli, startServer } from '../process.js';
 import { eventually } from '../support/eventually.js';
-import { type Cluster, startCluster } from './cluster.js';
+import { type Cluster, skipWithout, startCluster } from './cluster.js';
 
 // Issue 34, points 3 and 4, with the real parts (cluster.ts): a Patroni cluster of two PostgreSQL
 // 15 nodes in synchronous mode, etcd and HAProxy. Two instances of the service, one on the
@@ -23,12 +22,7 @@ import { type Cluster, startCluster } from './cluster.js';
 const SCOPES = 'plants:read,plants:write,webhooks:read,webhooks:write';
 
 /** Debian's patroni, etcd-server and haproxy: CI installs them; elsewhere the test says what is missing. */
-const PARTS = ['/usr/bin/patroni', '/usr/bin/etcd', '/usr/sbin/haproxy'];
-const missing = PARTS.filter((path) => !existsSync(path));
-const skip =
-  missing.length > 0 && process.env.CI !== 'true'
-    ? `needs ${missing.join(', ')}: apt-get install patroni etcd-server haproxy (Debian's packages)`
-    : false;
+const skip = skipWithout(['/usr/bin/patroni', '/usr/bin/etcd', '/usr/sbin/haproxy'], 'patroni etcd-server haproxy');
 
 interface Outcome {
   /** When the request was sent, and when its answer came. */

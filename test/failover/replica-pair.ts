@@ -235,17 +235,26 @@ export async function startReplicaPair(options: { synchronous?: boolean } = {}):
 }
 
 /**
- * A TCP proxy on 127.0.0.1 in front of one server that can stop forwarding without a reset, as a
- * host that vanished from the network does: its connections stay open and carry nothing, new
- * ones are accepted and carry nothing.
+ * A TCP proxy on 127.0.0.1 in front of one server that can go silent without a reset, as a host
+ * that vanished from the network does: `vanish()` leaves its connections open carrying nothing, and
+ * new ones are accepted and carry nothing; `moveTo(port)` leaves the connections made so far silent
+ * the same way and sends every new one to `port`, as a DNS name or proxy that moves does.
  */
-export async function silentProxy(target: number): Promise<{ port: number; vanish(): void; close(): void }> {
-  let vanished = false;
+export async function silentProxy(
+  first: number,
+): Promise<{ port: number; vanish(): void; moveTo(port: number): void; close(): void }> {
+  let target: number | undefined = first;
   const sockets = new Set<Socket>();
+  const silence = (): void => {
+    for (const socket of sockets) {
+      socket.unpipe();
+      socket.pause(); // nothing more is read, so nothing more is passed on either way
+    }
+  };
   const server = createNetServer((client) => {
     sockets.add(client);
     client.on('error', () => {});
-    if (vanished) return; // accepted, never answered
+    if (target === undefined) return; // accepted, never answered
     const upstream = connect(target, '127.0.0.1');
     sockets.add(upstream);
     upstream.on('error', () => client.destroy());
@@ -257,11 +266,12 @@ export async function silentProxy(target: number): Promise<{ port: number; vanis
   return {
     port: (server.address() as AddressInfo).port,
     vanish() {
-      vanished = true;
-      for (const socket of sockets) {
-        socket.unpipe();
-        socket.pause(); // nothing more is read, so nothing more is passed on either way
-      }
+      target = undefined;
+      silence();
+    },
+    moveTo(port) {
+      silence();
+      target = port;
     },
     close() {
       for (const socket of sockets) socket.destroy();

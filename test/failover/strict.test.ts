@@ -1,9 +1,8 @@
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
 import { test } from 'node:test';
 import { type ServerProcess, callServer, runCli, startServer } from '../process.js';
 import { eventually } from '../support/eventually.js';
-import { startCluster } from './cluster.js';
+import { skipWithout, startCluster } from './cluster.js';
 
 // Issue 34, point 5: Patroni's `synchronous_mode_strict`, run (cluster.ts: two PostgreSQL 15
 // nodes, etcd; no HAProxy, the service on the multi-host URL). The standby's Patroni and
@@ -17,12 +16,7 @@ import { startCluster } from './cluster.js';
 // standby killed again and seen gone, a create is acknowledged (Patroni dropped the requirement).
 
 /** Debian's patroni and etcd-server: CI installs them; elsewhere the test says what is missing. */
-const PARTS = ['/usr/bin/patroni', '/usr/bin/etcd'];
-const missing = PARTS.filter((path) => !existsSync(path));
-const skip =
-  missing.length > 0 && process.env.CI !== 'true'
-    ? `needs ${missing.join(', ')}: apt-get install patroni etcd-server (Debian's packages)`
-    : false;
+const skip = skipWithout(['/usr/bin/patroni', '/usr/bin/etcd'], 'patroni etcd-server');
 
 /** The service's wait for a primary, short to keep the test short: a create's deadline is 3 s more. */
 const FAILOVER_WAIT = '2s';
