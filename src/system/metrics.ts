@@ -87,7 +87,7 @@ export class Metrics {
     );
     new Gauge({
       name: 'plant_store_plants',
-      help: 'Plants stored, all owners together (counted at most every 10 s)',
+      help: 'Plants stored, all owners together (read at most every 10 s from the count the database keeps)',
       registers,
       async collect() {
         try {

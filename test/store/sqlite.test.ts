@@ -28,7 +28,7 @@ test('a SQLite file is opened in WAL mode with synchronous=FULL, its folder crea
         .prepare('SELECT version FROM schema_migrations')
         .all()
         .map((r) => (r as { version: number }).version),
-      [1, 2, 3, 4, 5, 6, 7, 8, 9],
+      [1, 2, 3, 4, 5, 6, 7, 8, 9, 10],
     );
   } finally {
     db.close();
@@ -75,7 +75,7 @@ test('migration 3 starts the delivery cursor at the newest event: what version 2
   db.close();
   const store = openSqlite(path);
   t.after(() => store.close());
-  assert.deepEqual(await store.migrate(), [3, 4, 5, 6, 7, 8, 9]);
+  assert.deepEqual(await store.migrate(), [3, 4, 5, 6, 7, 8, 9, 10]);
   await store.createPlant({ id: 2n, owner: 'alice', name: 'b', tag: null });
   const deliveries = await store.listDeliveries('wh-1', 'alice', 10);
   assert.deepEqual(
@@ -96,7 +96,7 @@ test('migration 4 maps the disabled reasons version 2 stored to gone, failing; a
   db.close();
   const store = openSqlite(path);
   t.after(() => store.close());
-  assert.deepEqual(await store.migrate(), [4, 5, 6, 7, 8, 9]);
+  assert.deepEqual(await store.migrate(), [4, 5, 6, 7, 8, 9, 10]);
   const hooks = await store.listWebhooks(null);
   assert.deepEqual(hooks.map((w) => [w.id, w.status, w.disabledReason, w.failingSince, w.description]).sort(), [
     ['active', 'active', null, 7, ''],
@@ -119,7 +119,7 @@ test("migration 6 names each logged attempt's webhook, so that the attempts of v
   db.close();
   const store = openSqlite(path);
   t.after(() => store.close());
-  assert.deepEqual(await store.migrate(), [6, 7, 8, 9]);
+  assert.deepEqual(await store.migrate(), [6, 7, 8, 9, 10]);
   assert.deepEqual(await store.countAttempts('wh-1', 'alice', { from: hour, bucketMs: hour, buckets: 2 }), [
     { bucket: 0, delivered: 0, failed: 1 },
     { bucket: 1, delivered: 1, failed: 0 },
@@ -128,4 +128,36 @@ test("migration 6 names each logged attempt's webhook, so that the attempts of v
     { bucket: 0, delivered: 1, failed: 0 },
   ]);
   assert.equal(await store.countAttempts('wh-2', 'bob', { from: hour, bucketMs: hour, buckets: 1 }), undefined);
+});
+
+test('migration 10 counts the plants already stored, and its triggers count what SQL by hand changes', async (t) => {
+  const path = join(dir, 'upgrade-10.db');
+  const db = migratedTo(path, 9);
+  db.exec(
+    `INSERT INTO plants (id, owner, name, tag) VALUES (1, 'alice', 'a', NULL), (2, 'alice', 'b', 'x'), (3, 'bob', 'c', NULL)`,
+  );
+  db.close();
+  const store = openSqlite(path);
+  t.after(() => store.close());
+  assert.deepEqual(await store.migrate(), [10]);
+  assert.equal(await store.countPlants(), 3);
+  const other = new Database(path);
+  other.exec("DELETE FROM plants WHERE owner = 'alice'; INSERT INTO plants VALUES (9, 'carol', 'd', NULL)");
+  other.close();
+  assert.equal(await store.countPlants(), 2);
+});
+
+test("an owner's page, with a tag or without, is read from a covering index: no row of the table is read", (t) => {
+  const db = migratedTo(join(dir, 'plan.db'), sqliteMigrations.at(-1)!.version);
+  t.after(() => db.close());
+  const plan = (sql: string) =>
+    (db.prepare(`EXPLAIN QUERY PLAN ${sql}`).all() as Array<{ detail: string }>).map((r) => r.detail).join('; ');
+  // The statements of src/store/sqlite/plants.ts, as its `list` builds them.
+  const owner = plan("SELECT id, owner, name, tag FROM plants WHERE owner = 'a' AND id >= 0 ORDER BY id LIMIT 100");
+  const ownerTag = plan(
+    "SELECT id, owner, name, tag FROM plants WHERE owner = 'a' AND tag = 't' AND id >= 0 ORDER BY id LIMIT 100",
+  );
+  assert.match(owner, /USING COVERING INDEX plants_owner_page \(owner=\? AND id>\?\)/);
+  assert.match(ownerTag, /USING COVERING INDEX plants_owner_tag_page \(owner=\? AND tag=\? AND id>\?\)/);
+  assert.doesNotMatch(`${owner}; ${ownerTag}`, /TEMP B-TREE/, 'in id order from the index: no sort');
 });

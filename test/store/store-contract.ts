@@ -265,6 +265,32 @@ export function storeContract(engine: string, open: () => Promise<Store>): void 
       );
     });
 
+    withStore(
+      'counts the plants through every change: creates, a batch with repeats and clashes, deletes',
+      async (store) => {
+        assert.equal(await store.countPlants(), 0);
+        await store.createPlant(plant(1n, 'alice'));
+        await store.createPlant(plant(1n, 'bob')); // taken: not counted
+        await Promise.all([2n, 3n, 4n].map((id) => store.createPlant(plant(id, 'bob'))));
+        assert.equal(await store.countPlants(), 4);
+        const batch = await store.insertBatch([
+          plant(4n, 'bob'),
+          plant(5n, 'carol'),
+          plant(6n, 'carol'),
+          plant(5n, 'dave'),
+        ]);
+        assert.equal(batch.inserted, 2);
+        assert.equal(await store.countPlants(), 6);
+        assert.equal(await store.deletePlant(2n, 'bob'), true);
+        assert.equal(await store.deletePlant(2n, 'bob'), false); // gone already: not counted again
+        assert.equal(await store.deletePlant(5n, 'alice'), false); // not alice's
+        assert.equal(await store.deletePlant(6n, null), true);
+        assert.equal(await store.countPlants(), 4);
+        assert.equal(await store.countPlants(), 4, 'a second count reads the same');
+        assert.equal((await store.listPlants(page())).length, 4);
+      },
+    );
+
     withStore('is ready while open and not after close', async (store) => {
       assert.equal(await store.isReady(), true);
       await store.close();

@@ -199,4 +199,60 @@ export const postgresMigrations: readonly Migration[] = [
       ALTER TABLE deliveries ALTER COLUMN id SET DEFAULT timeline_id_base() + nextval('deliveries_id_seq');
     `,
   },
+  {
+    version: 10,
+    name: 'pages from the index alone; the plant count kept',
+    sql: `
+      -- A page of one owner's plants (or of one owner's plants with a tag) is read from the index
+      -- alone: an owner's rows are one in every many of the table's pages, so through an index
+      -- that holds only the key each row of a page is a page read of its own, and a page asked
+      -- for the first time costs more as the table outgrows memory. The index-only scan needs the
+      -- visibility map, which autovacuum keeps (insert-only tables too, since PostgreSQL 13).
+      CREATE INDEX plants_owner_page ON plants (owner, id) INCLUDE (name, tag);
+      DROP INDEX plants_owner_id;
+      CREATE INDEX plants_owner_tag_page ON plants (owner, tag, id) INCLUDE (name) WHERE tag IS NOT NULL;
+      DROP INDEX plants_owner_tag_id;
+
+      -- The plant count (the plant_store_plants gauge) without counting the plants: a total, and
+      -- per server process (backend) the change it made since the total was last brought up to
+      -- date. A backend runs one transaction at a time, so a writer only ever waits for its own
+      -- row, never for another instance's: the count is no gate on writes. A statement trigger
+      -- sees every way plants change (the service's batches, an import, SQL by hand).
+      CREATE TABLE plant_count (one INTEGER PRIMARY KEY CHECK (one = 1), n BIGINT NOT NULL);
+      CREATE TABLE plant_count_changes (backend INTEGER PRIMARY KEY, n BIGINT NOT NULL);
+      CREATE FUNCTION plant_count_add() RETURNS trigger LANGUAGE plpgsql AS $$
+      DECLARE
+        delta BIGINT;
+      BEGIN
+        IF TG_OP = 'INSERT' THEN
+          SELECT count(*) INTO delta FROM changed_rows;
+        ELSE
+          SELECT -count(*) INTO delta FROM changed_rows;
+        END IF;
+        IF delta <> 0 THEN
+          INSERT INTO plant_count_changes AS c (backend, n) VALUES (pg_backend_pid(), delta)
+            ON CONFLICT (backend) DO UPDATE SET n = c.n + excluded.n;
+        END IF;
+        RETURN NULL;
+      END
+      $$;
+      CREATE TRIGGER plants_counted_insert AFTER INSERT ON plants
+        REFERENCING NEW TABLE AS changed_rows FOR EACH STATEMENT EXECUTE FUNCTION plant_count_add();
+      CREATE TRIGGER plants_counted_delete AFTER DELETE ON plants
+        REFERENCING OLD TABLE AS changed_rows FOR EACH STATEMENT EXECUTE FUNCTION plant_count_add();
+      -- TRUNCATE fires no delete trigger; it holds every writer off while it runs, so none is lost.
+      CREATE FUNCTION plant_count_empty() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        UPDATE plant_count SET n = 0;
+        DELETE FROM plant_count_changes;
+        RETURN NULL;
+      END
+      $$;
+      CREATE TRIGGER plants_counted_truncate AFTER TRUNCATE ON plants
+        FOR EACH STATEMENT EXECUTE FUNCTION plant_count_empty();
+      -- Counted after the triggers exist, in their transaction: their lock on plants holds writers
+      -- off until this commits, so no change is missed or counted twice.
+      INSERT INTO plant_count SELECT 1, count(*) FROM plants;
+    `,
+  },
 ];

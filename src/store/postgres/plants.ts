@@ -34,6 +34,14 @@ export const toPlant = (row: PlantRow): PlantRecord => ({
   tag: row.tag,
 });
 
+// Its snapshot is taken after the lock on the total: a count that folded before this one is in it.
+const COUNT_FOLDED = `WITH folded AS (
+    DELETE FROM plant_count_changes WHERE backend IN (SELECT backend FROM plant_count_changes FOR UPDATE SKIP LOCKED)
+    RETURNING backend, n),
+  total AS (UPDATE plant_count SET n = n + (SELECT coalesce(sum(n), 0) FROM folded) RETURNING n)
+  SELECT (SELECT n FROM total)
+    + (SELECT coalesce(sum(c.n), 0) FROM plant_count_changes c WHERE c.backend NOT IN (SELECT backend FROM folded)) AS n`;
+
 /** The most creates one INSERT carries. */
 const MAX_BATCH = 500;
 /**
@@ -277,8 +285,17 @@ export class PostgresPlants {
     }
   }
 
+  /**
+   * The plant count kept by migration 10's triggers: the total plus what each backend changed
+   * since, folded into the total on the way (so that the rows to add stay as few as the backends
+   * that wrote since the last count). Counts serialize on the total's row; a writer's own row that
+   * is locked (its transaction under way) is skipped and read as committed, never waited for.
+   */
   async count(): Promise<number> {
-    const { rows } = await this.pool.query<{ n: string }>('SELECT count(*) AS n FROM plants');
-    return Number(rows[0]!.n);
+    const row = await inTransaction(this.pool, async (client) => {
+      await client.query('SELECT n FROM plant_count FOR UPDATE');
+      return (await client.query<{ n: string }>(COUNT_FOLDED)).rows[0]!;
+    });
+    return Number(row.n);
   }
 }
