@@ -186,6 +186,29 @@ export interface Recovered {
   readonly created: number;
 }
 
+export interface RecoverOptions {
+  /** Called after each part has committed, with what the recover did so far. */
+  readonly onProgress?: (done: Recovered) => void;
+  /** The most rows (deliveries, then events) one part examines; each engine has its default. */
+  readonly partRows?: number;
+}
+
+/**
+ * A recover that failed after some of its parts had committed: `done` is what they did, and stays
+ * done. Recover is idempotent (a requeued delivery is no longer failed, a created one is no longer
+ * missing), so calling it again finishes the work. `cause` is the failure.
+ */
+export class RecoverStoppedError extends Error {
+  override name = 'RecoverStoppedError';
+
+  constructor(
+    readonly done: Recovered,
+    options: { cause: unknown },
+  ) {
+    super(`recover stopped after requeuing ${done.requeued} and creating ${done.created} deliveries`, options);
+  }
+}
+
 export interface WebhookStore {
   /** Stores the webhook unless its owner already has `max`; false then. */
   createWebhook(webhook: NewWebhookRecord, max: number): Promise<boolean>;
@@ -221,10 +244,19 @@ export interface WebhookStore {
    * schedule started over. And (interface 1.3.0) a new delivery for every event the webhook was
    * not sent while paused or disabled: each event of its subject and types committed at or after
    * `since` and after the webhook was made, already fanned out, and with no delivery to it, in
-   * event order, due at the event's time as a fan-out makes it. One transaction; undefined when
-   * there is no such webhook.
+   * event order, due at the event's time as a fan-out makes it. Undefined when there is no such
+   * webhook (or it was deleted meanwhile).
+   *
+   * Done in parts (store/recover.ts), each a transaction of its own that examines at most
+   * `partRows` rows, so that no statement grows with the webhook's deliveries. A failure after a
+   * part committed is a RecoverStoppedError saying what was done; before, the failure itself.
    */
-  recoverDeliveries(id: string, owner: string | null, since: number): Promise<Recovered | undefined>;
+  recoverDeliveries(
+    id: string,
+    owner: string | null,
+    since: number,
+    options?: RecoverOptions,
+  ): Promise<Recovered | undefined>;
   /** A delivery's attempts, newest first; undefined when there is no such delivery of this webhook of this owner. */
   listAttempts(webhookId: string, deliveryId: bigint, owner: string | null): Promise<AttemptRecord[] | undefined>;
   /**

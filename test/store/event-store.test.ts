@@ -17,6 +17,7 @@ import {
   type ClaimedDelivery,
   type DeliveryRecord,
   type NewWebhookRecord,
+  RecoverStoppedError,
   type WebhookRecord,
 } from '../../src/store/webhook-store.js';
 import { eventually } from '../support/eventually.js';
@@ -1070,7 +1071,7 @@ for (const engine of underTest(engines)) {
   });
 
   describe(`${engine.name}: webhook management (interface 1.2.0)`, () => {
-    test('recoverDeliveries puts 10,000 failed deliveries back in one statement, their schedule started over', async (t) => {
+    test('recoverDeliveries puts 10,000 failed deliveries back, their schedule started over', async (t) => {
       const h = await engine.open();
       t.after(() => h.close());
       const { store } = h;
@@ -1104,6 +1105,220 @@ for (const engine of underTest(engines)) {
       assert.deepEqual([first!.attempts, first!.scheduleFrom], [8, 8]);
       assert.equal(await store.recoverDeliveries('wh-1', 'bob', 0), undefined, 'another owner’s: no such webhook');
       assert.equal(await store.recoverDeliveries('wh-9', null, 0), undefined);
+    });
+
+    withStore(
+      'recoverDeliveries in parts of a few rows: every part counted, only failed ones since `since`, other webhooks untouched',
+      async (h) => {
+        const { store } = h;
+        await store.createWebhook(webhook('wh-1', 'alice'), 20);
+        await store.createWebhook(webhook('wh-2', 'alice'), 20);
+        await store.insertBatch(Array.from({ length: 40 }, (_, i) => plant(BigInt(i + 1), 'alice')));
+        await store.claimDeliveries('h', 60_000, 1, 1, new Map(), 1000); // fans every event out
+        await store.releaseLeases('h');
+        await h.sql(`UPDATE deliveries SET status = 'failed', attempts = 3, next_attempt_at = NULL, created_at = 5000`);
+        await h.sql(`UPDATE deliveries SET created_at = 4999 WHERE webhook_id = 'wh-1' AND event_id % 5 = 0`);
+        await h.sql(`UPDATE deliveries SET status = 'delivered' WHERE webhook_id = 'wh-1' AND event_id % 7 = 0`);
+        const count = async (where: string): Promise<number> =>
+          Number((await h.sql(`SELECT count(*) AS n FROM deliveries WHERE ${where}`))[0]!.n);
+        const due = await count(`webhook_id = 'wh-1' AND status = 'failed' AND created_at >= 5000`);
+        const before = await count(`webhook_id = 'wh-1' AND status = 'failed' AND created_at < 5000`);
+        const delivered = await count(`webhook_id = 'wh-1' AND status = 'delivered'`);
+        assert.ok(due > 20 && before > 0 && delivered > 0, 'each kind of delivery is there');
+
+        const told: Array<{ requeued: number; created: number }> = [];
+        const recovered = await store.recoverDeliveries('wh-1', 'alice', 5000, {
+          partRows: 3,
+          onProgress: (done) => told.push(done),
+        });
+        assert.deepEqual(recovered, { requeued: due, created: 0 });
+        // 40 deliveries in parts of 3, then 40 events: a report after each part, the totals rising to the answer.
+        assert.ok(told.length >= 2 * Math.ceil(40 / 3), `${told.length} reports`);
+        assert.ok(told.every((d, i) => i === 0 || d.requeued >= told[i - 1]!.requeued));
+        assert.deepEqual(told.at(-1), recovered);
+        assert.equal(await count(`webhook_id = 'wh-1' AND status = 'pending' AND schedule_from = 3`), due);
+        assert.equal(await count(`webhook_id = 'wh-1' AND status = 'failed'`), before, 'those before since stay');
+        assert.equal(await count(`webhook_id = 'wh-1' AND status = 'delivered'`), delivered);
+        assert.equal(await count(`webhook_id = 'wh-2' AND status = 'failed'`), 40, 'another webhook’s stay');
+        // Idempotent: nothing is left to do, whatever the size of the parts.
+        assert.deepEqual(await store.recoverDeliveries('wh-1', 'alice', 5000, { partRows: 1 }), {
+          requeued: 0,
+          created: 0,
+        });
+      },
+    );
+
+    withStore(
+      'recoverDeliveries makes what a pause missed across parts, in event order, once; an all-plants webhook sees every subject',
+      async (h) => {
+        const { store } = h;
+        const created = ['plant.created'] as const;
+        await store.createWebhook(webhook('wh-1', 'alice', { events: [...created] }), 20);
+        await store.createWebhook(webhook('wh-all', 'admin', { events: [...created], allPlants: true }), 20);
+        const createFor = async (from: number, to: number, owner: string): Promise<void> => {
+          for (let i = from; i <= to; i++) await store.createPlant(plant(BigInt(i), owner));
+        };
+        const fanOut = async (): Promise<void> => {
+          await store.claimDeliveries('h', 60_000, 1, 1, new Map(), 1000);
+          await store.releaseLeases('h');
+        };
+        const pause = (id: string, owner: string) => store.updateWebhook(id, owner, { status: 'disabled' });
+        await createFor(1, 4, 'alice'); // sent: fanned out while active
+        await fanOut();
+        await pause('wh-1', 'alice');
+        await pause('wh-all', 'admin');
+        await createFor(5, 8, 'alice'); // missed
+        await createFor(9, 11, 'bob'); // another subject's: missed by the all-plants webhook only
+        assert.equal(await store.deletePlant(2n, 'alice'), true); // a type neither takes
+        await store.enableWebhook('wh-1', 'alice');
+        await createFor(12, 15, 'alice'); // sent again
+        await fanOut();
+
+        const events = await allEvents(store);
+        const idOf = (plantId: bigint): bigint =>
+          events.find((e) => e.type === 'plant.created' && new RegExp(`"id":${plantId}[,}]`).test(e.payload))!.id;
+        const eventIdsOf = async (id: string): Promise<bigint[]> =>
+          (await deliveriesOf(store, id)).reverse().map((d) => d.eventId!);
+        assert.deepEqual(await store.recoverDeliveries('wh-1', 'alice', 0, { partRows: 2 }), {
+          requeued: 0,
+          created: 4,
+        });
+        assert.deepEqual(
+          await eventIdsOf('wh-1'),
+          [1n, 2n, 3n, 4n, 12n, 13n, 14n, 15n, 5n, 6n, 7n, 8n].map(idOf),
+          'made after the others, in event order (and no delivery of plant 2’s deletion: not its type)',
+        );
+        // Still paused: the events after wh-1's enable too.
+        assert.deepEqual(await store.recoverDeliveries('wh-all', 'admin', 0, { partRows: 3 }), {
+          requeued: 0,
+          created: 11,
+        });
+        assert.deepEqual(
+          await eventIdsOf('wh-all'),
+          [1n, 2n, 3n, 4n, 5n, 6n, 7n, 8n, 9n, 10n, 11n, 12n, 13n, 14n, 15n].map(idOf),
+          'every subject’s, in event order',
+        );
+        // Each event once: its deliveries are found by the next recover (those of the first one
+        // among deliveries of later events), whatever the parts.
+        for (const rows of [1, 2, 5, 100]) {
+          assert.deepEqual(await store.recoverDeliveries('wh-1', 'alice', 0, { partRows: rows }), {
+            requeued: 0,
+            created: 0,
+          });
+          assert.deepEqual(await store.recoverDeliveries('wh-all', 'admin', 0, { partRows: rows }), {
+            requeued: 0,
+            created: 0,
+          });
+        }
+      },
+    );
+
+    withStore('two recovers of one webhook at once, by two instances, make each missed delivery once', async (h) => {
+      const { store, other } = h;
+      await store.createWebhook(webhook('wh-1', 'alice'), 20);
+      await store.updateWebhook('wh-1', 'alice', { status: 'disabled' });
+      await store.insertBatch(Array.from({ length: 60 }, (_, i) => plant(BigInt(i + 1), 'alice')));
+      // The second starts once the first has made deliveries, and both go on making them in parts.
+      let second: Promise<unknown> | undefined;
+      const first = await store.recoverDeliveries('wh-1', 'alice', 0, {
+        partRows: 4,
+        onProgress: (done) => {
+          if (done.created > 0) second ??= other.recoverDeliveries('wh-1', 'alice', 0, { partRows: 3 });
+        },
+      });
+      const then = (await second) as { requeued: number; created: number };
+      assert.equal(first!.created + then.created, 60, `${first!.created} and ${then.created}`);
+      const twice = await h.sql(`SELECT event_id FROM deliveries WHERE webhook_id = 'wh-1'
+        GROUP BY event_id HAVING count(*) > 1`);
+      assert.deepEqual(twice, [], 'no event has two deliveries');
+      assert.equal((await deliveriesOf(store, 'wh-1')).length, 60);
+    });
+
+    withStore(
+      'a recover that fails after parts committed says what they did; called again it finishes the rest',
+      async (h) => {
+        const { store } = h;
+        await store.createWebhook(webhook('wh-1', 'alice'), 20);
+        await store.insertBatch(Array.from({ length: 20 }, (_, i) => plant(BigInt(i + 1), 'alice')));
+        await store.claimDeliveries('h', 60_000, 1, 1, new Map(), 1000);
+        await store.releaseLeases('h');
+        await h.sql(`UPDATE deliveries SET status = 'failed', attempts = 8, next_attempt_at = NULL, created_at = 5000`);
+        const ids = (await deliveriesOf(store, 'wh-1')).map((d) => d.id).reverse();
+        // A statement that fails on one row: the update of the 11th delivery (the third part of 4).
+        const fail = async (when: string, on: 'UPDATE' | 'INSERT'): Promise<() => Promise<unknown>> => {
+          if (engine.name === 'sqlite') {
+            await h.sql(`CREATE TRIGGER boom BEFORE ${on} ON deliveries WHEN ${when}
+              BEGIN SELECT RAISE(ABORT, 'injected failure'); END`);
+            return () => h.sql('DROP TRIGGER boom');
+          }
+          await h.sql(`CREATE FUNCTION boom() RETURNS trigger LANGUAGE plpgsql AS
+            $$BEGIN RAISE EXCEPTION 'injected failure'; END$$`);
+          await h.sql(
+            `CREATE TRIGGER boom BEFORE ${on} ON deliveries FOR EACH ROW WHEN (${when}) EXECUTE FUNCTION boom()`,
+          );
+          return () => h.sql('DROP TRIGGER boom ON deliveries; DROP FUNCTION boom()');
+        };
+        const stopped = async (run: Promise<unknown>): Promise<RecoverStoppedError> => {
+          const error = await run.then(
+            () => assert.fail('the recover did not stop'),
+            (e: unknown) => e,
+          );
+          assert.ok(error instanceof RecoverStoppedError, String(error));
+          assert.match(String((error.cause as Error).message), /injected failure/);
+          return error;
+        };
+        let undo = await fail(`OLD.id = ${ids[10]}`, 'UPDATE');
+        try {
+          const error = await stopped(store.recoverDeliveries('wh-1', 'alice', 5000, { partRows: 4 }));
+          assert.deepEqual(error.done, { requeued: 8, created: 0 }, 'two parts of 4 committed');
+          assert.equal(error.message, 'recover stopped after requeuing 8 and creating 0 deliveries');
+        } finally {
+          await undo();
+        }
+        assert.deepEqual(await store.recoverDeliveries('wh-1', 'alice', 5000, { partRows: 4 }), {
+          requeued: 12,
+          created: 0,
+        });
+
+        // The same in the missed events: the 7th of a paused webhook's, in parts of 3.
+        await store.createWebhook(webhook('wh-2', 'carol'), 20);
+        await store.updateWebhook('wh-2', 'carol', { status: 'disabled' });
+        await store.insertBatch(Array.from({ length: 10 }, (_, i) => plant(BigInt(i + 101), 'carol')));
+        const carols = (await allEvents(store)).filter((e) => e.owner === 'carol').map((e) => e.id);
+        undo = await fail(`NEW.webhook_id = 'wh-2' AND NEW.event_id = ${carols[6]}`, 'INSERT');
+        try {
+          const error = await stopped(store.recoverDeliveries('wh-2', 'carol', 0, { partRows: 3 }));
+          assert.deepEqual(error.done, { requeued: 0, created: 6 });
+        } finally {
+          await undo();
+        }
+        assert.deepEqual(await store.recoverDeliveries('wh-2', 'carol', 0, { partRows: 3 }), {
+          requeued: 0,
+          created: 4,
+        });
+        assert.deepEqual(
+          (await deliveriesOf(store, 'wh-2')).map((d) => d.eventId).reverse(),
+          carols,
+          'each event once, in event order',
+        );
+      },
+    );
+
+    withStore('a recover whose webhook is deleted between its parts answers as for no webhook', async (h) => {
+      const { store } = h;
+      await store.createWebhook(webhook('wh-1', 'alice'), 20);
+      await store.updateWebhook('wh-1', 'alice', { status: 'disabled' });
+      await store.insertBatch(Array.from({ length: 12 }, (_, i) => plant(BigInt(i + 1), 'alice')));
+      let deleting: Promise<boolean> | undefined;
+      const recovered = await store.recoverDeliveries('wh-1', 'alice', 0, {
+        partRows: 2,
+        onProgress: (done) => {
+          if (done.created > 0) deleting ??= store.deleteWebhook('wh-1', 'alice');
+        },
+      });
+      assert.equal(await deleting, true);
+      assert.equal(recovered, undefined);
+      assert.deepEqual(await h.sql(`SELECT id FROM deliveries WHERE webhook_id = 'wh-1'`), [], 'nothing left of it');
     });
 
     withStore(

@@ -40,6 +40,7 @@ import {
   type ClaimedDelivery,
   type DeliveryRecord,
   type Recovered,
+  type RecoverOptions,
   type WebhookRecord,
   type WebhookBacklog,
   ANY_SUBJECT,
@@ -215,8 +216,13 @@ export class PostgresStore implements Store {
     return this.webhooks.ping(id, owner);
   }
 
-  recoverDeliveries(id: string, owner: string | null, since: number): Promise<Recovered | undefined> {
-    return this.webhooks.recover(id, owner, since);
+  recoverDeliveries(
+    id: string,
+    owner: string | null,
+    since: number,
+    options: RecoverOptions = {},
+  ): Promise<Recovered | undefined> {
+    return this.webhooks.recover(id, owner, since, options);
   }
 
   listAttempts(webhookId: string, deliveryId: bigint, owner: string | null): Promise<AttemptRecord[] | undefined> {

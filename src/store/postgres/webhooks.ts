@@ -1,10 +1,12 @@
 import type pg from 'pg';
 import { fanOutHoldingEvents } from './deliveries.js';
 import { inTransaction } from './transaction.js';
-import { type Row, queryRows, toDelivery, toWebhook } from './rows.js';
+import { type Row, big, queryRows, toDelivery, toWebhook } from './rows.js';
+import { type MissedPart, type RecoverSteps, type RecoverTarget, recoverInParts } from '../recover.js';
 import { DB_NOW_MS } from './statements.js';
 import {
   type Recovered,
+  type RecoverOptions,
   type AttemptCounts,
   type AttemptRecord,
   type AttemptSpan,
@@ -22,6 +24,26 @@ import {
 
 const NOW = DB_NOW_MS;
 const OWNED = '($2::text IS NULL OR owner = $2)';
+/**
+ * The first key of a recover's advisory lock (the second: a hash of the webhook's id). A two-key
+ * lock: apart from the one-key locks (the event order, a subject's webhooks) whatever the hash.
+ */
+const RECOVER_LOCK = 7_316_003;
+/** The rows a part of a recover examines: a part takes about 0.1 s at 10 µs a row, far inside the 15 s deadline. */
+const RECOVER_PART_ROWS = 10_000;
+
+function missedPart(which: string): string {
+  return `WITH part AS (SELECT id, type, created_at FROM events WHERE ${which} AND id > $3 AND id <= $4 ORDER BY id LIMIT $5)
+    SELECT EXISTS (SELECT 1 FROM webhooks WHERE id = $1) AS found,
+      (SELECT string_agg(event_id::text, ',') FROM deliveries
+        WHERE webhook_id = $1 AND id > $2 AND event_id BETWEEN 1 AND $4) AS fresh,
+      (SELECT count(*) FROM part) AS examined, (SELECT max(id) FROM part) AS last,
+      (SELECT string_agg(id::text, ',' ORDER BY id) FROM part
+        WHERE created_at >= $6 AND position(' ' || type || ' ' IN ' ' || $7 || ' ') > 0) AS wanted`;
+}
+
+/** A list of ids from string_agg (null: none). */
+const numbers = (text: unknown): number[] => (text === null ? [] : (text as string).split(',').map(Number));
 
 const SQL = {
   // Run after the owner's advisory lock, in the same transaction: the count sees every webhook
@@ -57,26 +79,40 @@ const SQL = {
   ping: `INSERT INTO deliveries (webhook_id, event_id, type, status, attempts, next_attempt_at, created_at)
     SELECT id, 0, '${PING_TYPE}', 'pending', 0, ${NOW}, ${NOW} FROM webhooks WHERE id = $1 AND ${OWNED}
     RETURNING *`,
-  // One statement whatever the count, through deliveries_webhook (this webhook's rows only).
-  // Also what a pause missed (1.3.0): the events already fanned out (through the cursor: a later one
-  // is the fan-out's to make, and a fan-out under way holds events past the cursor this statement
-  // sees), of the webhook's subject and types, since $3 and the webhook's birth, with no delivery to
-  // it, made as the fan-out makes them, in event order. NOT EXISTS, an anti-join (a hash of the
-  // webhook's event ids, in batches past work_mem), not NOT IN: NOT IN is a hashed subplan only while
-  // the ids fit in work_mem, and past that the list is read again for every event, quadratic (a
-  // million failed deliveries: over 60 s against 28 s, bench/scale-recover-ab.ts, issue 36).
-  recover: `WITH w AS (SELECT * FROM webhooks WHERE id = $1 AND ${OWNED}),
-    r AS (UPDATE deliveries SET status = 'pending', schedule_from = attempts, next_attempt_at = ${NOW}
-      WHERE webhook_id IN (SELECT id FROM w) AND status = 'failed' AND created_at >= $3 RETURNING 1),
-    ev AS (SELECT e.id, e.type, e.owner, e.created_at FROM w JOIN events e
-        ON (w.owner = e.owner OR w.all_plants) AND position(' ' || e.type || ' ' IN ' ' || w.events || ' ') > 0
-      WHERE e.created_at >= greatest($3, w.created_at)
-        AND e.id <= (SELECT fanned_through FROM delivery_cursor)
-        AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.webhook_id = $1 AND d.event_id = e.id)
-      ORDER BY e.id),
-    c AS (INSERT INTO deliveries (webhook_id, event_id, type, status, attempts, next_attempt_at, created_at)
-      SELECT $1, ev.id, ev.type, 'pending', 0, ev.created_at, ev.created_at FROM ev ORDER BY ev.id RETURNING 1)
-    SELECT (SELECT count(*) FROM w) AS found, (SELECT count(*) FROM r) AS n, (SELECT count(*) FROM c) AS created`,
+  // A recover in parts (store/recover.ts). Its first transaction, after the recover lock and a
+  // fan-out of every event so far (none committing meanwhile, so the cursor is now): the webhook,
+  // the cursor and its newest delivery (deliveries_webhook, read backwards).
+  recoverLock: `SELECT pg_advisory_xact_lock(${RECOVER_LOCK}, hashtext($1))`,
+  recoverStart: `SELECT w.owner, w.all_plants, w.events, w.created_at,
+      (SELECT fanned_through FROM delivery_cursor) AS through,
+      (SELECT coalesce(max(id), 0) FROM deliveries WHERE webhook_id = w.id) AS last_delivery
+    FROM webhooks w WHERE w.id = $1 AND ${OWNED}`,
+  // The next $4 deliveries of the webhook after $2 up to $3 (an index range): the failed ones
+  // created since $5 pending again, tested on the row as the UPDATE finds it (a retry or another
+  // recover may have changed it since the part was read); the event ids of the part through the
+  // cursor ($6) beside the counts. The rows to update as an array, looked up by primary key
+  // whatever the statistics say: as a join, with statistics from before the deliveries failed
+  // (status = 'failed' "1 row"), PostgreSQL scanned the whole table once per row of the part.
+  requeuePart: `WITH part AS (SELECT id, event_id FROM deliveries
+        WHERE webhook_id = $1 AND id > $2 AND id <= $3 ORDER BY id LIMIT $4),
+      r AS (UPDATE deliveries SET status = 'pending', schedule_from = attempts, next_attempt_at = ${NOW}
+        WHERE id = ANY (ARRAY(SELECT id FROM part)) AND status = 'failed' AND created_at >= $5 RETURNING 1)
+    SELECT (SELECT count(*) FROM part) AS examined, (SELECT max(id) FROM part) AS last,
+      (SELECT count(*) FROM r) AS requeued,
+      (SELECT string_agg(event_id::text, ',') FROM part WHERE event_id BETWEEN 1 AND $6) AS event_ids`,
+  // A part of the missed events, holding the recover lock (taken by the statement before, so this
+  // one's snapshot has every delivery another recover made): whether the webhook is still there;
+  // the event ids of its deliveries past the watermark $2; the next $5 events after $3 through $4
+  // that it may see, and of those the ones of its types ($7) since $6. The owner's through
+  // events_owner_id ($8), or every event by id (an all-plants webhook, $8 null).
+  missedOwnPart: missedPart('owner = $8'),
+  missedAllPart: missedPart('$8::text IS NULL'),
+  // The chosen events' deliveries, made as the fan-out makes them, in event order; the new watermark.
+  makeMissed: `WITH made AS (INSERT INTO deliveries (webhook_id, event_id, type, status, attempts, next_attempt_at, created_at)
+      SELECT $1, e.id, e.type, 'pending', 0, e.created_at, e.created_at FROM events e
+      WHERE e.id = ANY($2::bigint[]) ORDER BY e.id RETURNING id)
+    SELECT (SELECT count(*) FROM made) AS created,
+      greatest($3::bigint, (SELECT max(id) FROM made), (SELECT max(id) FROM deliveries WHERE webhook_id = $1)) AS watermark`,
   // No row: no such delivery of this webhook of this owner; one row of nulls: no attempt yet.
   attempts: `WITH d AS (SELECT d.id FROM deliveries d JOIN webhooks w ON w.id = d.webhook_id
       WHERE d.id = $3 AND d.webhook_id = $1 AND ($2::text IS NULL OR w.owner = $2))
@@ -165,14 +201,56 @@ export class PostgresWebhooks {
     return row === undefined ? undefined : toDelivery(row);
   }
 
-  async recover(id: string, owner: string | null, since: number): Promise<Recovered | undefined> {
-    // Every event so far fanned out first, none committing meanwhile: the cursor is now, so the
-    // pause is covered up to this moment, and what commits later is the fan-out's.
-    const row = await inTransaction(this.pool, async (client) => {
-      await fanOutHoldingEvents(client);
-      return (await client.query<Row>(SQL.recover, [id, owner, since])).rows[0]!;
-    });
-    return Number(row.found) === 0 ? undefined : { requeued: Number(row.n), created: Number(row.created) };
+  recover(id: string, owner: string | null, since: number, options: RecoverOptions): Promise<Recovered | undefined> {
+    return recoverInParts(this.recoverSteps(id, owner, since), options, RECOVER_PART_ROWS);
+  }
+
+  private recoverSteps(id: string, owner: string | null, since: number): RecoverSteps {
+    return {
+      start: () =>
+        inTransaction(this.pool, async (client): Promise<RecoverTarget | undefined> => {
+          // The recover lock first, then the event order's: no part of another recover of this
+          // webhook is under way while its newest delivery is read.
+          await client.query(SQL.recoverLock, [id]);
+          await fanOutHoldingEvents(client);
+          const row = (await client.query<Row>(SQL.recoverStart, [id, owner])).rows[0];
+          if (row === undefined) return undefined;
+          return {
+            owner: row.owner as string,
+            allPlants: row.all_plants as boolean,
+            events: row.events as string,
+            from: Math.max(since, Number(row.created_at)),
+            through: big(row.through),
+            lastDelivery: big(row.last_delivery),
+          };
+        }),
+      requeue: async (target, after, rows) => {
+        const values = [id, after, target.lastDelivery, rows, since, target.through];
+        const [row] = await this.query(SQL.requeuePart, values);
+        return {
+          examined: Number(row!.examined),
+          last: row!.last === null ? after : big(row!.last),
+          requeued: Number(row!.requeued),
+          eventIds: numbers(row!.event_ids),
+        };
+      },
+      missed: (target, after, watermark, rows, choose) =>
+        inTransaction(this.pool, async (client): Promise<MissedPart | undefined> => {
+          await client.query(SQL.recoverLock, [id]);
+          const [own, scope] = target.allPlants ? [SQL.missedAllPart, null] : [SQL.missedOwnPart, target.owner];
+          const values = [id, watermark, after, target.through, rows, target.from, target.events, scope];
+          const part = (await client.query<Row>(own, values)).rows[0]!;
+          if (part.found !== true) return undefined;
+          const chosen = choose(numbers(part.fresh), numbers(part.wanted));
+          const made = (await client.query<Row>(SQL.makeMissed, [id, chosen, watermark])).rows[0]!;
+          return {
+            examined: Number(part.examined),
+            last: part.last === null ? after : big(part.last),
+            created: Number(made.created),
+            watermark: big(made.watermark),
+          };
+        }),
+    };
   }
 
   async countAttempts(id: string, owner: string | null, span: AttemptSpan): Promise<AttemptCounts[] | undefined> {

@@ -1,8 +1,8 @@
 import type Database from 'better-sqlite3';
 import type { SqliteDeliveries } from './deliveries.js';
 import { type DeliveryRow, type WebhookRow, toDelivery, toWebhook } from './rows.js';
+import type { ChooseMissed, MissedPart, RecoverTarget, RequeuePart } from '../recover.js';
 import {
-  type Recovered,
   type AttemptCounts,
   type AttemptRecord,
   type AttemptSpan,
@@ -57,20 +57,32 @@ export function prepareWebhookStatements(db: Database.Database) {
       previous_secret_until = :until, secret = :secret WHERE id = :id AND (:owner IS NULL OR owner = :owner) RETURNING *`),
     ping: q(`INSERT INTO deliveries (webhook_id, event_id, type, status, attempts, next_attempt_at, created_at)
       VALUES (?, 0, '${PING_TYPE}', 'pending', 0, ?, ?) RETURNING *`),
-    // One statement whatever the count (deliveries_webhook narrows it to this webhook's rows).
-    recover: q(`UPDATE deliveries SET status = 'pending', schedule_from = attempts, next_attempt_at = ?
-      WHERE webhook_id = ? AND status = 'failed' AND created_at >= ?`),
-    // What a pause missed (1.3.0): the events already fanned out (through the cursor: a later one is
-    // the fan-out's to make), of the webhook's subject and types, since \`since\` and the webhook's
-    // birth, that have no delivery to it, made as the fan-out makes them, in event order. The
-    // webhook's event ids are read once (NOT IN builds one index of them), not looked up per event.
-    recoverMissed: q(`INSERT INTO deliveries (webhook_id, event_id, type, status, attempts, next_attempt_at, created_at)
-      SELECT w.id, e.id, e.type, 'pending', 0, e.created_at, e.created_at FROM webhooks w JOIN events e
-        ON (w.owner = e.owner OR w.all_plants = 1) AND instr(' ' || w.events || ' ', ' ' || e.type || ' ') > 0
-      WHERE w.id = :id AND e.created_at >= max(:since, w.created_at)
-        AND e.id <= (SELECT fanned_through FROM delivery_cursor)
-        AND e.id NOT IN (SELECT event_id FROM deliveries WHERE webhook_id = :id)
-      ORDER BY e.id`),
+    // A recover in parts (store/recover.ts), each part a write of its own. The cursor and the
+    // webhook's newest delivery, read by its first write after a fan-out of every event so far.
+    cursor: q('SELECT fanned_through FROM delivery_cursor').pluck(),
+    newestDelivery: q(
+      'SELECT coalesce(max(id), 0) FROM deliveries INDEXED BY deliveries_webhook WHERE webhook_id = ?',
+    ).pluck(),
+    exists: q('SELECT 1 FROM webhooks WHERE id = ?').pluck(),
+    // The next deliveries of the webhook after :after up to :through (a range of deliveries_webhook),
+    // then the failed ones created since :since among them pending again.
+    requeueRead: q(`SELECT id, event_id FROM deliveries INDEXED BY deliveries_webhook
+      WHERE webhook_id = ? AND id > ? AND id <= ? ORDER BY id LIMIT ?`).raw(),
+    requeue: q(`UPDATE deliveries INDEXED BY deliveries_webhook
+      SET status = 'pending', schedule_from = attempts, next_attempt_at = ?
+      WHERE webhook_id = ? AND id > ? AND id <= ? AND status = 'failed' AND created_at >= ?`),
+    // The event ids of the webhook's deliveries past the watermark (a concurrent recover's, nearly always none).
+    fresh: q(`SELECT event_id FROM deliveries INDEXED BY deliveries_webhook
+      WHERE webhook_id = ? AND id > ? AND event_id BETWEEN 1 AND ?`).pluck(),
+    // The next events after :after through :through the webhook may see (its owner's through
+    // events_owner_id, or every event by id), each with whether it is owed: of its types, since :from.
+    missedOwn: q(`SELECT id, created_at >= :from AND instr(' ' || :events || ' ', ' ' || type || ' ') > 0
+      FROM events INDEXED BY events_owner_id WHERE owner = :owner AND id > :after AND id <= :through ORDER BY id LIMIT :rows`).raw(),
+    missedAll: q(`SELECT id, created_at >= :from AND instr(' ' || :events || ' ', ' ' || type || ' ') > 0
+      FROM events WHERE id > :after AND id <= :through ORDER BY id LIMIT :rows`).raw(),
+    // A missed event's delivery, made as the fan-out makes it (these run in event order).
+    makeMissed: q(`INSERT INTO deliveries (webhook_id, event_id, type, status, attempts, next_attempt_at, created_at)
+      SELECT ?, id, type, 'pending', 0, created_at, created_at FROM events WHERE id = ?`),
     deliveryOf: q(`SELECT d.id FROM deliveries d JOIN webhooks w ON w.id = d.webhook_id
       WHERE d.id = ? AND d.webhook_id = ? AND (? IS NULL OR w.owner = ?)`).pluck(),
     attempts: q('SELECT * FROM delivery_attempts WHERE delivery_id = ? ORDER BY attempt DESC'),
@@ -167,12 +179,60 @@ export class SqliteWebhooks {
     return toDelivery(this.sql.ping.get(id, now, now) as DeliveryRow);
   }
 
-  recover(id: string, owner: string | null, since: number): Recovered | undefined {
-    if (this.find(id, owner) === undefined) return undefined;
-    this.deliveries.fanOut(Infinity, 'jump'); // every event so far fanned out: the cursor is now
-    const requeued = this.sql.recover.run(this.now(), id, since).changes;
-    const created = this.sql.recoverMissed.run({ id, since }).changes;
-    return { requeued, created };
+  /** A recover's first write: every event so far fanned out, so the cursor is now. */
+  recoverStart(id: string, owner: string | null, since: number): RecoverTarget | undefined {
+    const webhook = this.find(id, owner);
+    if (webhook === undefined) return undefined;
+    this.deliveries.fanOut(Infinity, 'jump');
+    return {
+      owner: webhook.owner,
+      allPlants: webhook.allPlants,
+      events: webhook.events.join(' '),
+      from: Math.max(since, webhook.createdAt),
+      through: this.sql.cursor.get() as bigint,
+      lastDelivery: this.sql.newestDelivery.get(id) as bigint,
+    };
+  }
+
+  requeuePart(id: string, since: number, target: RecoverTarget, after: bigint, rows: number): RequeuePart {
+    const part = this.sql.requeueRead.all(id, after, target.lastDelivery, rows) as Array<[bigint, bigint]>;
+    const last = part.at(-1)?.[0] ?? after;
+    const requeued = part.length === 0 ? 0 : this.sql.requeue.run(this.now(), id, after, last, since).changes;
+    const eventIds: number[] = [];
+    for (const [, eventId] of part) if (eventId >= 1n && eventId <= target.through) eventIds.push(Number(eventId));
+    return { examined: part.length, last, requeued, eventIds };
+  }
+
+  /** A part of a recover's missed events; undefined when the webhook is gone. One writer: no lock to take. */
+  missedPart(
+    id: string,
+    target: RecoverTarget,
+    after: bigint,
+    watermark: bigint,
+    rows: number,
+    choose: ChooseMissed,
+  ): MissedPart | undefined {
+    if (this.sql.exists.get(id) === undefined) return undefined;
+    const fresh = (this.sql.fresh.all(id, watermark, target.through) as bigint[]).map(Number);
+    const read = target.allPlants ? this.sql.missedAll : this.sql.missedOwn;
+    const part = read.all({
+      from: target.from,
+      events: target.events,
+      after,
+      through: target.through,
+      rows,
+      ...(target.allPlants ? {} : { owner: target.owner }),
+    }) as Array<[bigint, bigint]>;
+    const wanted = part.filter(([, owed]) => owed === 1n).map(([eventId]) => Number(eventId));
+    let created = 0;
+    for (const eventId of choose(fresh, wanted)) created += this.sql.makeMissed.run(id, BigInt(eventId)).changes;
+    const newest = this.sql.newestDelivery.get(id) as bigint;
+    return {
+      examined: part.length,
+      last: part.at(-1)?.[0] ?? after,
+      created,
+      watermark: newest > watermark ? newest : watermark,
+    };
   }
 
   countAttempts(id: string, owner: string | null, span: AttemptSpan): AttemptCounts[] | undefined {
