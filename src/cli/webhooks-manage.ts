@@ -5,6 +5,7 @@ import type { WebhookService } from '../webhooks/webhook.service.js';
 import type { WebhookPatchBody } from '../webhooks/webhook.schema.js';
 import { OVERLAP_MAX_SECONDS } from '../webhooks/secret-overlap.js';
 import { parseCommand } from './args.js';
+import { formatCount } from '../transfer/progress.js';
 import { UsageError, err, out, table } from './output.js';
 
 // `plant-store webhooks update|rotate|ping|recover|attempts`: interface 1.2.0's webhook management,
@@ -128,7 +129,12 @@ export async function manageCommand(
       if (values.since === undefined)
         throw new UsageError(`${command} needs --since <RFC 3339 time>, such as 2025-03-01T06:00:00Z`, command);
       const since = values.since;
-      const { requeued, created } = await withService((service) => service.recover(null, id, since));
+      // A long recover says how it goes on stderr (every few seconds), whatever --json asks of stdout.
+      const progress = (done: { requeued: number; created: number }, elapsedMs: number): void =>
+        err(
+          `recover of webhook ${id}: ${formatCount(done.requeued)} requeued and ${formatCount(done.created)} created so far (${Math.round(elapsedMs / 1000)} s)`,
+        );
+      const { requeued, created } = await withService((service) => service.recover(null, id, since, { progress }));
       if (values.json) out(toJson({ requeued, created }));
       else
         err(

@@ -20,7 +20,7 @@ export function classify(error: FastifyError | HttpError): { status: number; mes
 }
 
 /** How long a caller should wait before retrying when the database is unavailable. */
-const UNAVAILABLE_RETRY_AFTER = '2';
+export const UNAVAILABLE_RETRY_AFTER = '2';
 
 /**
  * The app's error handler. `outage` (the server's) turns a refusal for an unavailable database into

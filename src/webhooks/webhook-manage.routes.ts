@@ -109,7 +109,11 @@ export function webhookManageRoutes(app: FastifyInstance, service: WebhookServic
       preValidation: requireJson,
     },
     async (request, reply) =>
-      reply.code(202).send(await service.recover(request.principal.subject, request.params.id, request.body.since)),
+      reply
+        .code(202)
+        .send(
+          await service.recover(request.principal.subject, request.params.id, request.body.since, { log: request.log }),
+        ),
   );
 
   api.get(

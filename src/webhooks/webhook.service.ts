@@ -3,8 +3,9 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { Principal } from '../auth/principal.js';
 import type { EventSettings } from '../config.js';
 import { HttpError } from '../errors.js';
+import { UNAVAILABLE_RETRY_AFTER } from '../http/error-handler.js';
 import { RFC3339_DATE_TIME } from '../http/validation.js';
-import { type Store } from '../store/store.js';
+import { type Store, StoreUnavailableError } from '../store/store.js';
 import { EVENT_TYPES, type EventType } from '../store/event-store.js';
 import {
   type AttemptRecord,
@@ -12,6 +13,7 @@ import {
   PING_TYPE,
   type NewWebhookRecord,
   type Recovered,
+  RecoverStoppedError,
   type WebhookPatch,
   type WebhookRecord,
 } from '../store/webhook-store.js';
@@ -240,10 +242,37 @@ export class WebhookService {
     return { ...deliveryBody(made), type: PING_TYPE, eventId: null };
   }
 
-  async recover(owner: string | null, id: string, since: string): Promise<Recovered> {
-    const recovered = await this.store.recoverDeliveries(id, owner, parseTime(since, 'since'));
+  /**
+   * POST /webhooks/{id}/recover and `webhooks recover`: done by the store in parts. A recover that
+   * takes RECOVER_PROGRESS_EVERY_MS or more is logged as it goes (at most one line that often) and
+   * at its end, and `watch.progress` is told the same. One that stops after some of its parts
+   * committed answers what they did and that calling it again finishes the work: 503 when the
+   * database was unavailable, 500 otherwise; the cause goes to the log only (a database's message
+   * may name its servers).
+   */
+  async recover(owner: string | null, id: string, since: string, watch: RecoverWatch = {}): Promise<Recovered> {
+    const from = parseTime(since, 'since');
+    const started = this.clock();
+    let told = started;
+    const onProgress = (done: Recovered): void => {
+      const now = this.clock();
+      if (now - told < RECOVER_PROGRESS_EVERY_MS) return;
+      told = now;
+      watch.log?.info({ webhookId: id, ...done, elapsedMs: now - started }, 'recover under way');
+      watch.progress?.(done, now - started);
+    };
+    let recovered: Recovered | undefined;
+    try {
+      recovered = await this.store.recoverDeliveries(id, owner, from, { onProgress });
+    } catch (error) {
+      throw error instanceof RecoverStoppedError ? recoverStopped(error, id, this.clock() - started, watch.log) : error;
+    }
     if (recovered === undefined) throw notFound(id);
-    return { requeued: recovered.requeued, created: recovered.created };
+    const { requeued, created } = recovered;
+    const durationMs = this.clock() - started;
+    if (durationMs >= RECOVER_PROGRESS_EVERY_MS)
+      watch.log?.info({ webhookId: id, requeued, created, durationMs }, 'recover done');
+    return { requeued, created };
   }
 
   async attempts(owner: string | null, id: string, deliveryId: bigint): Promise<AttemptBody[]> {
@@ -303,6 +332,38 @@ export class WebhookService {
 }
 
 const notFound = (id: string): HttpError => new HttpError(404, `no webhook ${id}`);
+
+/** A recover that runs at least this long is logged as it goes, at most once this often, and at its end. */
+export const RECOVER_PROGRESS_EVERY_MS = 5000;
+
+/** Who hears of a long recover while it runs. */
+export interface RecoverWatch {
+  /** Its progress, its end and a stop, logged (the request's logger). */
+  readonly log?: Pick<FastifyBaseLogger, 'info' | 'warn' | 'error'>;
+  /** The totals so far and the time taken, at most every RECOVER_PROGRESS_EVERY_MS (the CLI prints them). */
+  readonly progress?: (done: Recovered, elapsedMs: number) => void;
+}
+
+/** The answer to a recover stopped after some of its parts: what they did, and what to do. */
+function recoverStopped(
+  stopped: RecoverStoppedError,
+  id: string,
+  durationMs: number,
+  log: RecoverWatch['log'],
+): HttpError {
+  const { requeued, created } = stopped.done;
+  const unavailable = stopped.cause instanceof StoreUnavailableError;
+  const fields = { webhookId: id, requeued, created, durationMs };
+  if (unavailable) log?.warn({ ...fields, reason: (stopped.cause as Error).message }, 'recover stopped');
+  else log?.error({ ...fields, err: stopped.cause }, 'recover stopped');
+  const reason = unavailable ? 'the database is unavailable' : 'an unexpected error (logged)';
+  return new HttpError(
+    unavailable ? 503 : 500,
+    `recover stopped after requeuing ${requeued} and creating ${created} deliveries: ${reason}; ` +
+      'call it again to finish (it continues where it stopped)',
+    unavailable ? { 'retry-after': UNAVAILABLE_RETRY_AFTER } : {},
+  );
+}
 
 /** The event types asked for, in the one order they are stored and shown. */
 const inOrder = (events: readonly EventType[]): EventType[] => EVENT_TYPES.filter((type) => events.includes(type));
