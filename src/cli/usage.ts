@@ -80,7 +80,9 @@ const WEBHOOKS_USAGE = `  webhooks list [--subject <user>] [--json]
                                 send a test delivery (webhook.ping) now, whatever its status
   webhooks recover <webhook-id> --since <RFC 3339> [--json]
                                 send its failed deliveries created since then again, from the
-                                start of the retry schedule
+                                start of the retry schedule, and what a pause missed; a long one
+                                prints its progress on stderr every 5 s, and one stopped midway
+                                is finished by running it again
   webhooks attempts <webhook-id> <delivery-id> [--json]
                                 a delivery's attempts, newest first: status, time, error, answer`;
 
