@@ -33,8 +33,9 @@ const RECOVER_LOCK = 7_316_003;
 const RECOVER_PART_ROWS = 10_000;
 
 function missedPart(which: string): string {
-  return `WITH part AS (SELECT id, type, created_at FROM events WHERE ${which} AND id > $3 AND id <= $4 ORDER BY id LIMIT $5)
-    SELECT EXISTS (SELECT 1 FROM webhooks WHERE id = $1) AS found,
+  return `WITH w AS (SELECT id FROM webhooks WHERE id = $1 FOR KEY SHARE),
+      part AS (SELECT id, type, created_at FROM events WHERE ${which} AND id > $3 AND id <= $4 ORDER BY id LIMIT $5)
+    SELECT EXISTS (SELECT 1 FROM w) AS found,
       (SELECT string_agg(event_id::text, ',') FROM deliveries
         WHERE webhook_id = $1 AND id > $2 AND event_id BETWEEN 1 AND $4) AS fresh,
       (SELECT count(*) FROM part) AS examined, (SELECT max(id) FROM part) AS last,
@@ -101,7 +102,9 @@ const SQL = {
       (SELECT count(*) FROM r) AS requeued,
       (SELECT string_agg(event_id::text, ',') FROM part WHERE event_id BETWEEN 1 AND $6) AS event_ids`,
   // A part of the missed events, holding the recover lock (taken by the statement before, so this
-  // one's snapshot has every delivery another recover made): whether the webhook is still there;
+  // one's snapshot has every delivery another recover made): whether the webhook is still there,
+  // its row held (FOR KEY SHARE, as the deliveries' foreign key would) so that a delete waits for
+  // this part's deliveries and takes them with it instead of failing their insert;
   // the event ids of its deliveries past the watermark $2; the next $5 events after $3 through $4
   // that it may see, and of those the ones of its types ($7) since $6. The owner's through
   // events_owner_id ($8), or every event by id (an all-plants webhook, $8 null).
