@@ -29,7 +29,10 @@ const OWNED = '($2::text IS NULL OR owner = $2)';
  * lock: apart from the one-key locks (the event order, a subject's webhooks) whatever the hash.
  */
 const RECOVER_LOCK = 7_316_003;
-/** The rows a part of a recover examines: a part takes about 0.1 s at 10 µs a row, far inside the 15 s deadline. */
+/**
+ * The rows a part of a recover examines: a part stays far inside the statement deadline whatever
+ * the webhook's size, and commits rarely enough to cost little (docs/decisions.md, "Recover in parts").
+ */
 const RECOVER_PART_ROWS = 10_000;
 
 function missedPart(which: string): string {
@@ -91,9 +94,9 @@ const SQL = {
   // The next $4 deliveries of the webhook after $2 up to $3 (an index range): the failed ones
   // created since $5 pending again, tested on the row as the UPDATE finds it (a retry or another
   // recover may have changed it since the part was read); the event ids of the part through the
-  // cursor ($6) beside the counts. The rows to update as an array, looked up by primary key
-  // whatever the statistics say: as a join, with statistics from before the deliveries failed
-  // (status = 'failed' "1 row"), PostgreSQL scanned the whole table once per row of the part.
+  // cursor ($6) beside the counts. The rows to update as an array, looked up by primary key, so
+  // that the plan never depends on the statistics: as a join, statistics that count few failed
+  // deliveries make the planner scan the whole table once per row of the part.
   requeuePart: `WITH part AS (SELECT id, event_id FROM deliveries
         WHERE webhook_id = $1 AND id > $2 AND id <= $3 ORDER BY id LIMIT $4),
       r AS (UPDATE deliveries SET status = 'pending', schedule_from = attempts, next_attempt_at = ${NOW}

@@ -47,8 +47,9 @@ import {
 } from '../webhook-store.js';
 
 /**
- * The rows a part of a recover examines: about 2 ms of the connection each (at the 1 to 2 µs a
- * delivery requeued or an event read that a recover costs), so other writes and requests go between.
+ * The rows a part of a recover examines. A part holds the one connection and the event loop, so it
+ * stays a few milliseconds long and other writes and requests go between parts; fewer rows would
+ * pay more in commits (docs/decisions.md, "Recover in parts").
  */
 const RECOVER_PART_ROWS = 2000;
 

@@ -81,7 +81,7 @@ export function prepareWebhookStatements(db: Database.Database) {
     missedAll: q(`SELECT id, created_at >= :from AND instr(' ' || :events || ' ', ' ' || type || ' ') > 0
       FROM events WHERE id > :after AND id <= :through ORDER BY id LIMIT :rows`).raw(),
     // The chosen events' deliveries (their ids a JSON array), made as the fan-out makes them, in
-    // event order: one statement, 2.5 times faster than one a row.
+    // event order, by one statement for the part.
     makeMissed: q(`INSERT INTO deliveries (webhook_id, event_id, type, status, attempts, next_attempt_at, created_at)
       SELECT ?, id, type, 'pending', 0, created_at, created_at FROM events
       WHERE id IN (SELECT value FROM json_each(?)) ORDER BY id`),
