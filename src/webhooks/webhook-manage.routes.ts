@@ -98,7 +98,7 @@ export function webhookManageRoutes(app: FastifyInstance, service: WebhookServic
         operationId: 'recoverDeliveries',
         summary: 'Send failed deliveries again',
         description:
-          'Every failed delivery of this webhook created at or after `since` is pending again, sent from the start of the retry schedule with its own `webhook-id`. For a receiver back from an outage.',
+          'Every failed delivery of this webhook created at or after `since` is pending again, sent from the start of the retry schedule with its own `webhook-id`, and every event since then that it was not sent while paused gets a delivery. For a receiver back from an outage. Done in parts, each committed on its own, and idempotent: one that stops midway answers 503 (the database was unavailable) or 500 with what it did, and calling it again finishes the work.',
         tags,
         security,
         params: WebhookIdParams,
