@@ -29,6 +29,16 @@ interface AttemptRow {
 
 const OWNED = '(? IS NULL OR owner = ?)';
 
+function missedPart(which: string): string {
+  return `SELECT count(*), max(id),
+      group_concat(id) FILTER (WHERE created_at >= :from AND instr(' ' || :events || ' ', ' ' || type || ' ') > 0)
+    FROM (SELECT id, type, created_at FROM events ${which} id > :after AND id <= :through ORDER BY id LIMIT :rows)`;
+}
+
+/** A part's count, its last id (null: none) and a list of ids from group_concat (null: none). */
+type PartRow = [bigint, bigint | null, string | null];
+const numbers = (text: string | null): number[] => (text === null ? [] : text.split(',').map(Number));
+
 export function prepareWebhookStatements(db: Database.Database) {
   const q = (sql: string) => db.prepare(sql).safeIntegers(true);
   return {
@@ -64,10 +74,12 @@ export function prepareWebhookStatements(db: Database.Database) {
       'SELECT coalesce(max(id), 0) FROM deliveries INDEXED BY deliveries_webhook WHERE webhook_id = ?',
     ).pluck(),
     exists: q('SELECT 1 FROM webhooks WHERE id = ?').pluck(),
-    // The next deliveries of the webhook after :after up to :through (a range of deliveries_webhook),
-    // then the failed ones created since :since among them pending again.
-    requeueRead: q(`SELECT id, event_id FROM deliveries INDEXED BY deliveries_webhook
-      WHERE webhook_id = ? AND id > ? AND id <= ? ORDER BY id LIMIT ?`).raw(),
+    // The next deliveries of the webhook after :after up to :last (a range of deliveries_webhook):
+    // how many, the last, and their event ids through the cursor, as text (one value, not a row
+    // each); then the failed ones created since `since` among them pending again.
+    requeueRead: q(`SELECT count(*), max(id), group_concat(event_id) FILTER (WHERE event_id BETWEEN 1 AND :through)
+      FROM (SELECT id, event_id FROM deliveries INDEXED BY deliveries_webhook
+        WHERE webhook_id = :id AND id > :after AND id <= :last ORDER BY id LIMIT :rows)`).raw(),
     requeue: q(`UPDATE deliveries INDEXED BY deliveries_webhook
       SET status = 'pending', schedule_from = attempts, next_attempt_at = ?
       WHERE webhook_id = ? AND id > ? AND id <= ? AND status = 'failed' AND created_at >= ?`),
@@ -75,11 +87,10 @@ export function prepareWebhookStatements(db: Database.Database) {
     fresh: q(`SELECT event_id FROM deliveries INDEXED BY deliveries_webhook
       WHERE webhook_id = ? AND id > ? AND event_id BETWEEN 1 AND ?`).pluck(),
     // The next events after :after through :through the webhook may see (its owner's through
-    // events_owner_id, or every event by id), each with whether it is owed: of its types, since :from.
-    missedOwn: q(`SELECT id, created_at >= :from AND instr(' ' || :events || ' ', ' ' || type || ' ') > 0
-      FROM events INDEXED BY events_owner_id WHERE owner = :owner AND id > :after AND id <= :through ORDER BY id LIMIT :rows`).raw(),
-    missedAll: q(`SELECT id, created_at >= :from AND instr(' ' || :events || ' ', ' ' || type || ' ') > 0
-      FROM events WHERE id > :after AND id <= :through ORDER BY id LIMIT :rows`).raw(),
+    // events_owner_id, or every event by id): how many, the last, and the ids of those it is owed
+    // (of its types, since :from), as text.
+    missedOwn: q(missedPart('INDEXED BY events_owner_id WHERE owner = :owner AND')).raw(),
+    missedAll: q(missedPart('WHERE')).raw(),
     // The chosen events' deliveries (their ids a JSON array), made as the fan-out makes them, in
     // event order, by one statement for the part.
     makeMissed: q(`INSERT INTO deliveries (webhook_id, event_id, type, status, attempts, next_attempt_at, created_at)
@@ -197,12 +208,10 @@ export class SqliteWebhooks {
   }
 
   requeuePart(id: string, since: number, target: RecoverTarget, after: bigint, rows: number): RequeuePart {
-    const part = this.sql.requeueRead.all(id, after, target.lastDelivery, rows) as Array<[bigint, bigint]>;
-    const last = part.at(-1)?.[0] ?? after;
-    const requeued = part.length === 0 ? 0 : this.sql.requeue.run(this.now(), id, after, last, since).changes;
-    const eventIds: number[] = [];
-    for (const [, eventId] of part) if (eventId >= 1n && eventId <= target.through) eventIds.push(Number(eventId));
-    return { examined: part.length, last, requeued, eventIds };
+    const values = { id, after, last: target.lastDelivery, through: target.through, rows };
+    const [count, last, eventIds] = this.sql.requeueRead.get(values) as PartRow;
+    const requeued = last === null ? 0 : this.sql.requeue.run(this.now(), id, after, last, since).changes;
+    return { examined: Number(count), last: last ?? after, requeued, eventIds: numbers(eventIds) };
   }
 
   /** A part of a recover's missed events; undefined when the webhook is gone. One writer: no lock to take. */
@@ -217,21 +226,20 @@ export class SqliteWebhooks {
     if (this.sql.exists.get(id) === undefined) return undefined;
     const fresh = (this.sql.fresh.all(id, watermark, target.through) as bigint[]).map(Number);
     const read = target.allPlants ? this.sql.missedAll : this.sql.missedOwn;
-    const part = read.all({
+    const [count, last, wanted] = read.get({
       from: target.from,
       events: target.events,
       after,
       through: target.through,
       rows,
       ...(target.allPlants ? {} : { owner: target.owner }),
-    }) as Array<[bigint, bigint]>;
-    const wanted = part.filter(([, owed]) => owed === 1n).map(([eventId]) => Number(eventId));
-    const chosen = choose(fresh, wanted);
+    }) as PartRow;
+    const chosen = choose(fresh, numbers(wanted));
     const created = chosen.length === 0 ? 0 : this.sql.makeMissed.run(id, JSON.stringify(chosen)).changes;
     const newest = this.sql.newestDelivery.get(id) as bigint;
     return {
-      examined: part.length,
-      last: part.at(-1)?.[0] ?? after,
+      examined: Number(count),
+      last: last ?? after,
       created,
       watermark: newest > watermark ? newest : watermark,
     };
