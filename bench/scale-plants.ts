@@ -2,7 +2,7 @@
 // tagged with one of 50 tags, as bench/import.ts makes them), the bytes on disk per plant, the
 // plant count a /metrics scrape reads, then the service on them: pages of 100 of one owner's
 // plants (n/1,000 of them, one in every 1,000 rows of the table), each asked once with a cursor of
-// its own over five owners (cold: neither the database's cache nor the service's page cache has
+// its own over ten owners (cold: neither the database's cache nor the service's page cache has
 // it), the same with ?tag=, and one page asked again and again (warm), p50; POST and DELETE, the
 // service's CPU per request; RSS.
 import { closeSync, openSync, writeSync } from 'node:fs';
@@ -33,9 +33,13 @@ export function writePlants(file: string, n: number): void {
 }
 
 /** The owners whose pages are read cold: user(o) holds plants i = o, o + 1000, o + 2000, … */
-const COLD_OWNERS = [7, 207, 407, 607, 807];
-/** Cold pages read per owner, each from a cursor of its own (pages that do not overlap). */
-const COLD_PAGES = 10;
+const COLD_OWNERS = [7, 107, 207, 307, 407, 507, 607, 707, 807, 907];
+/**
+ * Cold pages read per owner, each from the start of a stretch of its own. At 1,000,000 plants an
+ * owner holds 1,000 (667 tagged): 5 stretches of 200 (133 tagged) keep pages of 100 from
+ * overlapping, with a tag or without, at every size from there up.
+ */
+const COLD_PAGES = 5;
 
 /** The store's plant count (what a /metrics scrape reads), p50 of `runs` calls. */
 async function countCost(db: RunDb, n: number, runs: number): Promise<number> {
