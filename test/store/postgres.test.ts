@@ -3,6 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { after, test } from 'node:test';
 import pg from 'pg';
 import { postgresMigrations } from '../../src/store/postgres/migrations.js';
+import { createPool } from '../../src/store/postgres/connection.js';
 import { openPostgres } from '../../src/store/postgres/store.js';
 import type { PlantRecord } from '../../src/store/store.js';
 import { openScratchPostgres, postgresUrl, scratchSchema, stopSharedPostgres } from '../support/postgres.js';
@@ -197,4 +198,20 @@ test("an owner's page, with a tag or without, is an index-only scan: no row of t
   assert.match(owner, /Heap Fetches: 0/);
   assert.match(ownerTag, /Index Only Scan using plants_owner_tag_page/);
   assert.match(ownerTag, /Heap Fetches: 0/);
+});
+
+test("the service's connections run without JIT, unless DATABASE_URL's options turn it on", async (t) => {
+  const scratch = await scratchSchema();
+  const on = new URL(scratch.url);
+  on.searchParams.set('options', `${on.searchParams.get('options')} -c jit=on`);
+  const pools = [createPool(scratch.url, { poolSize: 1 }), createPool(on.toString(), { poolSize: 1 })];
+  t.after(async () => {
+    await Promise.all(pools.map((pool) => pool.end()));
+    await scratch.drop();
+  });
+  const show = async (pool: pg.Pool, name: string) =>
+    ((await pool.query<Record<string, string>>(`SHOW ${name}`)).rows[0] ?? {})[name];
+  assert.equal(await show(pools[0]!, 'jit'), 'off');
+  assert.equal(await show(pools[0]!, 'search_path'), scratch.schema, "the URL's own options are kept");
+  assert.equal(await show(pools[1]!, 'jit'), 'on');
 });
