@@ -14,6 +14,8 @@
 // [--checkout <dir>]` runs bench/fairness.ts alone (a healthy webhook beside 20 hanging ones, issue 33).
 // `npm run bench -- --silent-primary [--runs N] [--only partition|freeze]` runs bench/silent-primary.ts
 // alone (a primary gone silent under the service, its synchronous standby promoted 3 s later).
+// `npm run bench -- --fleet-writes [--seconds S] [--rounds N] [--pgbench]` runs bench/fleet-writes.ts
+// alone (one instance × 32 writers against two × 16, under a synchronous standby 3 ms away).
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -26,6 +28,7 @@ import { costDatabases, costScenario } from './cost-ab.js';
 import { type CostRow, costRows, costTable, main as costOnly } from './cost.js';
 import { eventScenarios } from './events.js';
 import { main as fairnessOnly } from './fairness.js';
+import { main as fleetWritesOnly } from './fleet-writes.js';
 import { main as silentPrimaryOnly } from './silent-primary.js';
 import { type WrkResult as Result, wrk as wrkFor } from './wrk.js';
 
@@ -392,6 +395,11 @@ if (process.argv.includes('--quick')) {
 if (process.argv.includes('--fairness')) {
   rmSync(dir, { recursive: true, force: true }); // bench/fairness.ts keeps its own
   await fairnessOnly(process.argv.slice(2));
+  process.exit(0);
+}
+if (process.argv.includes('--fleet-writes')) {
+  rmSync(dir, { recursive: true, force: true }); // bench/fleet-writes.ts keeps its own
+  await fleetWritesOnly(process.argv.slice(2));
   process.exit(0);
 }
 if (process.argv.includes('--silent-primary')) {
