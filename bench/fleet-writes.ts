@@ -47,11 +47,11 @@
 // whole harness too, and whatever it started (the service, the PostgreSQL servers, pgbench) is
 // stopped by its pid on the way out, also on an error or a signal. Any answer other than 200 fails
 // the run: a broken service prints no numbers.
-import { type ChildProcess, execFile, execFileSync, spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { execFile, execFileSync, spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { type ClientRequest, type IncomingMessage, get } from 'node:http';
 import { cpus, tmpdir, totalmem } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
+import { join, resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { parseArgs, promisify } from 'node:util';
@@ -59,6 +59,7 @@ import { once } from 'node:events';
 import pg from 'pg';
 import { Pool } from 'undici';
 import { type ReplicaPair, type Server as PgServer, startReplicaPair } from '../test/failover/replica-pair.js';
+import { liveChildren, liveDirs, livePairs } from './exit-cleanup.js';
 import { type Server, loadAverage, percentile, start } from './harness.js';
 
 const THIS = fileURLToPath(import.meta.url);
@@ -82,52 +83,6 @@ const log = (line: string) => console.error(`[${new Date().toISOString().slice(1
 const int = (n: number) => (Number.isFinite(n) ? Math.round(n).toLocaleString('en-US') : '—');
 const ms1 = (n: number) => (Number.isFinite(n) ? n.toFixed(1) : '—');
 const mean = (values: number[]) => values.reduce((a, b) => a + b, 0) / values.length;
-
-// ---------------------------------------------------------------------------------------------
-// What this process started, stopped synchronously in the 'exit' handler, however the process ends
-// (done, an error, SIGINT or SIGTERM through process.exit, the deadline). The services started with
-// harness.ts's start() are its `children`, which it kills the same way.
-
-const livePairs = new Set<ReplicaPair>();
-const liveChildren = new Set<ChildProcess>();
-const liveDirs = new Set<string>();
-
-/** SIGCONT then SIGKILL to each server's postmaster, its processes and its runuser wrapper; the pair's folder removed. */
-function killPairNow(pair: ReplicaPair): void {
-  let table: number[][] = [];
-  try {
-    table = execFileSync('ps', ['-eo', 'pid=,ppid='], { encoding: 'utf8' })
-      .split('\n')
-      .map((line) => line.trim().split(/\s+/).map(Number));
-  } catch {
-    // without ps, the postmasters alone (their backends leave once the postmaster is gone)
-  }
-  for (const server of [pair.primary, pair.standby]) {
-    const pids: number[] = [];
-    try {
-      const postmaster = Number(readFileSync(join(server.dir, 'postmaster.pid'), 'utf8').split('\n')[0]);
-      pids.push(postmaster, ...table.filter(([, parent]) => parent === postmaster).map(([child]) => child!));
-    } catch {
-      // not running
-    }
-    if (server.child?.pid !== undefined) pids.push(server.child.pid);
-    for (const pid of pids)
-      for (const signal of ['SIGCONT', 'SIGKILL'] as const) {
-        try {
-          process.kill(pid, signal);
-        } catch {
-          // gone already
-        }
-      }
-  }
-  rmSync(dirname(pair.primary.dir), { recursive: true, force: true });
-}
-
-process.once('exit', () => {
-  for (const child of liveChildren) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-  for (const pair of livePairs) killPairNow(pair);
-  for (const dir of liveDirs) rmSync(dir, { recursive: true, force: true });
-});
 
 // ---------------------------------------------------------------------------------------------
 // The pair: synchronous, its standby applying each commit `delayMs` late.

@@ -37,17 +37,18 @@
 // beside each run. Every run is bounded in time, the whole harness too, and whatever this process
 // started (the service, the PostgreSQL servers, the proxy) is stopped on the way out, also on an
 // error or a signal.
-import { type ChildProcess, execFile, execFileSync, spawn } from 'node:child_process';
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { closeSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
+import { closeSync, mkdirSync, mkdtempSync, openSync, readFileSync } from 'node:fs';
 import { type ClientRequest, type IncomingMessage, get } from 'node:http';
 import { cpus, loadavg, tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
+import { join, resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { parseArgs, promisify } from 'node:util';
 import { Pool } from 'undici';
-import { type ReplicaPair, silentProxy, startReplicaPair } from '../test/failover/replica-pair.js';
+import { silentProxy, startReplicaPair } from '../test/failover/replica-pair.js';
+import { liveChildren, liveDirs, livePairs } from './exit-cleanup.js';
 
 const THIS = fileURLToPath(import.meta.url);
 const BIN = fileURLToPath(new URL('../bin/plant-store.js', import.meta.url));
@@ -75,50 +76,6 @@ const load = () =>
     .join(' ');
 
 // ---------------------------------------------------------------------------------------------
-// What this process started, stopped synchronously in the 'exit' handler: it runs however the
-// process ends (done, an error, SIGINT or SIGTERM through process.exit, the deadline), where an
-// asynchronous pair.close() would not get the chance.
-
-const livePairs = new Set<ReplicaPair>();
-const liveChildren = new Set<ChildProcess>();
-const liveDirs = new Set<string>();
-
-/** SIGCONT then SIGKILL to each server's postmaster, its processes and its runuser wrapper; the pair's folder removed. */
-function killPairNow(pair: ReplicaPair): void {
-  let table: number[][] = [];
-  try {
-    table = execFileSync('ps', ['-eo', 'pid=,ppid='], { encoding: 'utf8' })
-      .split('\n')
-      .map((line) => line.trim().split(/\s+/).map(Number));
-  } catch {
-    // without ps, the postmasters alone (their backends leave once the postmaster is gone)
-  }
-  for (const server of [pair.primary, pair.standby]) {
-    const pids: number[] = [];
-    try {
-      const postmaster = Number(readFileSync(join(server.dir, 'postmaster.pid'), 'utf8').split('\n')[0]);
-      pids.push(postmaster, ...table.filter(([, parent]) => parent === postmaster).map(([child]) => child!));
-    } catch {
-      // not running
-    }
-    if (server.child?.pid !== undefined) pids.push(server.child.pid);
-    for (const pid of pids)
-      for (const signal of ['SIGCONT', 'SIGKILL'] as const) {
-        try {
-          process.kill(pid, signal);
-        } catch {
-          // gone already
-        }
-      }
-  }
-  rmSync(dirname(pair.primary.dir), { recursive: true, force: true });
-}
-
-process.once('exit', () => {
-  for (const child of liveChildren) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-  for (const pair of livePairs) killPairNow(pair);
-  for (const dir of liveDirs) rmSync(dir, { recursive: true, force: true });
-});
 
 // ---------------------------------------------------------------------------------------------
 // The service, a token, the stream, the writers.
