@@ -49,6 +49,26 @@ export interface PruneBatch {
   readonly next: PruneCursor;
 }
 
+/** What a wake of watchEvents knows of the events it announces. */
+export interface EventsPublished {
+  /**
+   * False only when the engine knows that no webhook was active when they were published: then no
+   * delivery is owed for them, and a dispatcher need not look.
+   */
+  readonly webhooksActive: boolean;
+}
+
+/** A wake that knows nothing of the events (an engine that cannot tell, a reconnection). */
+export const ANY_PUBLISHED: EventsPublished = { webhooksActive: true };
+
+/**
+ * Every read of the log answers events in id order, and never an event while a smaller id may
+ * still commit: a reader that resumed after N never misses a later-committed event with a smaller
+ * id. On SQLite events commit one writer at a time, in id order. On PostgreSQL they may commit out
+ * of order, and are readable once published (every smaller id committed or given up): readEvents,
+ * readEventRows and lastEventId first wait until every event that had an id when they were called
+ * is published (at most a second), so that what a caller wrote before is in what it reads.
+ */
 export interface EventStore {
   /**
    * Events after `after`, in id order, of `owner`'s plants (null: every plant's), at most `limit`;
@@ -69,8 +89,13 @@ export interface EventStore {
   ): Promise<readonly EventRow[]>;
   /** The newest event id pruned so far (0 when none): resuming after an older id cannot be exact. */
   eventHorizon(): Promise<bigint>;
-  /** The newest event id (0 when none). */
+  /** The newest event id published (0 when none): where a reader that starts from now starts. */
   lastEventId(): Promise<bigint>;
+  /**
+   * Resolves once every event that had an id when it was called is published (or after a second
+   * at most): what the fan-out of claimDeliveries reads is published events only.
+   */
+  eventsSettled(): Promise<void>;
   /**
    * Deletes up to `batch` events, and up to `batch` delivery records, created more than
    * `retentionMs` ago by the store's clock, of those past `after` (the previous batch's `next` in
@@ -78,8 +103,8 @@ export interface EventStore {
    */
   pruneEvents(retentionMs: number, batch: number, after?: PruneCursor): Promise<PruneBatch>;
   /**
-   * Calls `listener` whenever events may have committed (by this process, or another where the
-   * engine can tell); it then reads what is new. Answers the function that stops watching.
+   * Calls `listener` whenever events may have been published (by this process, or another where
+   * the engine can tell); it then reads what is new. Answers the function that stops watching.
    */
-  watchEvents(listener: () => void): () => void;
+  watchEvents(listener: (published: EventsPublished) => void): () => void;
 }

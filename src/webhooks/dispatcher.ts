@@ -92,7 +92,8 @@ export class Dispatcher {
   start(): void {
     if (this.running) return;
     this.running = true;
-    this.unwatch = this.store.watchEvents(() => this.wake());
+    // Events published while no webhook is active are owed nothing: no look for them.
+    this.unwatch = this.store.watchEvents(({ webhooksActive }) => webhooksActive && this.wake());
     this.wake();
   }
 

@@ -233,6 +233,59 @@ describe('a primary that goes silent, its synchronous standby promoted 3 s later
   }
 });
 
+test('two instances × 16 writers through a kill and a promotion: readers of the log see every event, in id order, none skipped', async (t) => {
+  const pair = await pairOfOwn({ synchronous: true });
+  const url = pair.url([pair.primary, pair.standby], 'target_session_attrs=read-write');
+  const [a, b] = [open(url).store, open(url).store];
+  await a.migrate();
+  // Each instance's writers take ids of their own: the events interleave, the plants never clash.
+  const writers = [a, b].map((store, i) =>
+    writeLoops((id) => store.createPlant(plant(id)).then(() => 200), 16, BigInt(i) * 1_000_000_000n + 1n),
+  );
+  /** Follows the log as the change feed does, each read after the last id it saw; errors are waited out. */
+  const follower = (store: PostgresStore) => {
+    const seen: bigint[] = [];
+    let stopping = false;
+    const done = (async () => {
+      for (;;) {
+        try {
+          const events = await store.readEvents(seen.at(-1) ?? 0n, null, 500);
+          for (const event of events) {
+            assert.ok(event.id > (seen.at(-1) ?? 0n), `event ${event.id} came after ${seen.at(-1)}`);
+            seen.push(event.id);
+          }
+          if (stopping && events.length === 0) return;
+        } catch {
+          await sleep(100); // no primary yet: the failover
+        }
+      }
+    })();
+    return { seen, stop: () => ((stopping = true), done) };
+  };
+  const followers = [follower(a), follower(b)];
+  await sleep(2000);
+  await pair.stop(pair.primary, 'kill');
+  await pair.promote(pair.standby);
+  await sleep(4000);
+  await Promise.all(writers.map((w) => w.stop()));
+
+  const all = [...(await idsOn(pair, pair.standby, 'events')).keys()].sort((x, y) => (x < y ? -1 : x > y ? 1 : 0));
+  const acknowledged = writers.flatMap((w) => w.answers).filter((answer) => answer.status === 200);
+  await eventually(
+    async () => (followers.every((f) => f.seen.length >= all.length) ? true : undefined),
+    () => `the readers saw ${followers.map((f) => f.seen.length).join(' and ')} of ${all.length} events`,
+    30_000,
+  );
+  for (const f of followers) await f.stop();
+  for (const f of followers) assert.deepEqual(f.seen, all, 'every event on the new primary, in id order, once');
+  const afterPromotion = all.filter((id) => id >= 2n * 2n ** 32n); // timeline 2's ids start at 2 × 2^32
+  assert.ok(afterPromotion.length > 0, 'events were written on the new timeline too');
+  assert.ok(acknowledged.length >= 100, `only ${acknowledged.length} creates acknowledged`);
+  t.diagnostic(
+    `${acknowledged.length} creates acknowledged, ${all.length} events (${afterPromotion.length} on the new timeline), read whole by both readers`,
+  );
+});
+
 describe('never back to an older history', () => {
   test('an old primary restarted without being rewound takes no write, from an instance that wrote past it or one started after', async (t) => {
     const pair = await pairOfOwn();

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { claimSettled } from '../support/settled-claim.js';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -81,7 +82,7 @@ const byWebhook = (claimed: ClaimedDelivery[]): Record<string, number> => {
 };
 
 const claim = (store: Store, holder: string, busy: ReadonlyMap<string, number>, newcomers?: Newcomers) =>
-  store.claimDeliveries(holder, 60_000, 100, 3, busy, undefined, {
+  claimSettled(store, holder, 60_000, 100, 3, busy, undefined, {
     perSubject: 100,
     busy: new Map(),
     newcomers,
@@ -141,7 +142,7 @@ for (const engine of underTest(engines)) {
     await store.createPlant({ id: 1n, owner: 'someone', name: 'one', tag: null });
     // w000 to w149 have no room (their share out); the turn starts after w200.
     const full = new Map(ids.slice(0, 150).map((id) => [id, 3]));
-    const claimed = await store.claimDeliveries('h', 60_000, 100, 3, full, undefined, {
+    const claimed = await claimSettled(store, 'h', 60_000, 100, 3, full, undefined, {
       perSubject: 100,
       busy: new Map(),
       after: 'w200',
@@ -151,7 +152,7 @@ for (const engine of underTest(engines)) {
       [...ids.slice(201), 'w150'],
     );
     // The rest, from the start again (no `after`): w151 to w200, one each.
-    const rest = await store.claimDeliveries('h', 60_000, 100, 3, full, undefined, {
+    const rest = await claimSettled(store, 'h', 60_000, 100, 3, full, undefined, {
       perSubject: 100,
       busy: new Map(),
     });
@@ -173,7 +174,7 @@ for (const engine of underTest(engines)) {
     }
     await store.createPlant({ id: 1n, owner: 'someone', name: 'one', tag: null });
     // 60 wanted, 10 a subject: x's first ten, then y's (after 200 of x's webhooks), and no more.
-    const claimed = await store.claimDeliveries('h', 60_000, 60, 3, new Map(), undefined, {
+    const claimed = await claimSettled(store, 'h', 60_000, 60, 3, new Map(), undefined, {
       perSubject: 10,
       busy: new Map(),
     });
@@ -202,7 +203,7 @@ for (const engine of underTest(engines)) {
     const owed = ids.filter((_, i) => i % 2 === 0 && i % 6 !== 0);
     const turn = [...owed.filter((id) => id > 'w201'), ...owed.filter((id) => id <= 'w201')];
     const claimOf = (limit: number, after: string) =>
-      store.claimDeliveries('h', 60_000, limit, 1, new Map(), undefined, { perSubject: 100, busy: new Map(), after });
+      claimSettled(store, 'h', 60_000, limit, 1, new Map(), undefined, { perSubject: 100, busy: new Map(), after });
     const first = await claimOf(60, 'w201');
     assert.deepEqual(
       first.map((d) => d.webhook.id),

@@ -90,7 +90,7 @@ test('migration 4 maps the disabled reasons version 2 stored to gone, failing; a
     ('gone', 'alice', false, 'https://hooks.example/1', 'plant.created', 'disabled', 's', 1, 5, 'the receiver answered 410 Gone'),
     ('failing', 'alice', false, 'https://hooks.example/1', 'plant.created', 'disabled', 's', 1, 5, 'every attempt failed for 5 days'),
     ('active', 'alice', false, 'https://hooks.example/1', 'plant.created', 'active', 's', 1, 7, NULL)`);
-  assert.deepEqual(await store.migrate(), [4, 5, 6, 7, 8, 9, 10]);
+  assert.deepEqual(await store.migrate(), [4, 5, 6, 7, 8, 9, 10, 11]);
   const hooks = await store.listWebhooks(null);
   assert.deepEqual(hooks.map((w) => [w.id, w.status, w.disabledReason, w.failingSince, w.description]).sort(), [
     ['active', 'active', null, 7, ''],
@@ -109,7 +109,7 @@ test("migration 5 names each logged attempt's webhook, so that the attempts of v
       (1, 'wh-1', 1, 'plant.created', 'delivered', 2, ${hour}), (2, 'wh-2', 1, 'plant.created', 'delivered', 1, ${hour})`);
   await client.query(`INSERT INTO delivery_attempts VALUES (1, 1, ${hour + 5}, 503, 4, 'the receiver answered 503', NULL),
       (1, 2, ${2 * hour + 5}, 204, 4, NULL, ''), (2, 1, ${hour + 9}, 200, 4, NULL, '')`);
-  assert.deepEqual(await store.migrate(), [5, 6, 7, 8, 9, 10]);
+  assert.deepEqual(await store.migrate(), [5, 6, 7, 8, 9, 10, 11]);
   assert.deepEqual(await store.countAttempts('wh-1', 'alice', { from: hour, bucketMs: hour, buckets: 2 }), [
     { bucket: 0, delivered: 0, failed: 1 },
     { bucket: 1, delivered: 1, failed: 0 },
@@ -125,7 +125,7 @@ test('migration 10 counts the plants already stored, and its triggers count what
   await client.query(
     `INSERT INTO plants (id, owner, name, tag) VALUES (1, 'alice', 'a', NULL), (2, 'alice', 'b', 'x'), (3, 'bob', 'c', NULL)`,
   );
-  assert.deepEqual(await store.migrate(), [10]);
+  assert.deepEqual(await store.migrate(), [10, 11]);
   assert.equal(await store.countPlants(), 3);
   await client.query("DELETE FROM plants WHERE owner = 'alice'");
   await client.query("INSERT INTO plants VALUES (9, 'carol', 'd', NULL), (10, 'carol', 'e', NULL)");

@@ -215,7 +215,7 @@ let migratedShape: string | undefined;
 
 /** The rows the migrations put in an empty database (src/store/postgres/migrations.ts). */
 const SEED_ROWS =
-  'INSERT INTO event_horizon VALUES (1, 0); INSERT INTO delivery_cursor VALUES (1, 0); INSERT INTO plant_count VALUES (1, 0);';
+  'INSERT INTO event_horizon VALUES (1, 0); INSERT INTO delivery_cursor VALUES (1, 0); INSERT INTO plant_count VALUES (1, 0); INSERT INTO event_watermark (one, through) VALUES (1, 0);';
 
 /**
  * Empties `scratch` as it was when its migrations had run (every table emptied, its id sequences

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { claimSettled } from '../support/settled-claim.js';
 import dns from 'node:dns';
 import { isIP } from 'node:net';
 import { type TestContext, after, before, describe, test } from 'node:test';
@@ -192,7 +193,7 @@ async function plant(h: TestApp, token: string, id: string, name = `plant ${id}`
 
 /** Makes the store record one failed attempt of the webhook's due delivery, as a dispatcher would. */
 async function failOneAttempt(h: TestApp, lastStatus: number, disable: 'gone' | null = null): Promise<string> {
-  const [claimed] = await h.store.claimDeliveries('test-dispatcher', 60_000, 1, 16, new Map());
+  const [claimed] = await claimSettled(h.store, 'test-dispatcher', 60_000, 1, 16, new Map());
   assert.ok(claimed, 'a due delivery to claim');
   const outcome = {
     status: 'failed' as const,

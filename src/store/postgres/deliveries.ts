@@ -3,7 +3,7 @@ import { Batcher } from '../batcher.js';
 import { inTransaction } from './transaction.js';
 import { pingPayload } from '../event-payload.js';
 import { type Row, big, optional, queryRows, toDelivery } from './rows.js';
-import { ANY_ACTIVE, DB_NOW_MS, EVENT_ORDER_LOCK } from './statements.js';
+import { ANY_ACTIVE, DB_NOW_MS, EVENT_ORDER_LOCK, PUBLISHED } from './statements.js';
 import {
   type AttemptOutcome,
   type AttemptRecorded,
@@ -34,21 +34,26 @@ const MAKE_DELIVERIES = `INSERT INTO deliveries (webhook_id, event_id, type, sta
 
 const SQL = {
   // A dispatcher's look: the deliveries of up to $1 events after the cursor, the cursor moved past
-  // them, in one statement that holds the cursor's row. Event ids commit in id order (the advisory
-  // lock of postgres/statements.ts), so no event can still commit behind it. (A scalar subquery, so
-  // the events are an index range from the cursor, never a scan from the first.) Another instance
+  // them, in one statement that holds the cursor's row. Only events up to the watermark
+  // (PUBLISHED), so no event can still commit behind the cursor. (Scalar subqueries, so the events
+  // are an index range from the cursor, never a scan from the first.) Another instance
   // fanning out already holds the row: SKIP LOCKED leaves it the work instead of waiting. With no
   // active webhook nothing is owed and nothing is written.
+  // Fewer than $1 events: the cursor moves to the watermark itself, past ids no event kept (a
+  // rolled-back write's), which would otherwise stay "behind the cursor" for nextDue.
   fanOut: `WITH cur AS (SELECT fanned_through FROM delivery_cursor WHERE ${ANY_ACTIVE} FOR UPDATE SKIP LOCKED),
+    pub AS (SELECT through FROM event_watermark),
     ev AS (SELECT id, type, owner, created_at FROM events WHERE id > (SELECT fanned_through FROM cur)
-      ORDER BY id LIMIT $1),
+      AND id <= (SELECT through FROM pub) ORDER BY id LIMIT $1),
     made AS (${MAKE_DELIVERIES}),
-    moved AS (UPDATE delivery_cursor SET fanned_through = greatest(fanned_through, (SELECT max(id) FROM ev))
-      WHERE EXISTS (SELECT 1 FROM ev))
+    moved AS (UPDATE delivery_cursor SET fanned_through = greatest(fanned_through,
+        CASE WHEN (SELECT count(*) FROM ev) < $1 THEN (SELECT through FROM pub) ELSE (SELECT max(id) FROM ev) END)
+      WHERE EXISTS (SELECT 1 FROM cur) AND fanned_through < (SELECT through FROM pub))
     SELECT 1`,
   // Before the set of active webhooks changes (a webhook created or enabled, one about to be
   // disabled) and before deliveries are listed: every event so far, waiting for the row if need be;
-  // with no active webhook the cursor just jumps to the newest event.
+  // with no active webhook the cursor just jumps to the newest event. Run holding the event-order
+  // lock exclusive (holdEvents), when every event written has committed: past the watermark too.
   fanOutAll: `WITH cur AS (SELECT fanned_through FROM delivery_cursor FOR UPDATE),
     ev AS (SELECT id, type, owner, created_at FROM events WHERE id > (SELECT fanned_through FROM cur) AND ${ANY_ACTIVE}),
     made AS (${MAKE_DELIVERIES} RETURNING 1)
@@ -60,8 +65,9 @@ const SQL = {
   // so the limit cannot pass unseen before the record), so the events owed to it are fanned out first.
   mayDisable: `SELECT 1 FROM deliveries d JOIN webhooks w ON w.id = d.webhook_id
     WHERE d.id = $1 AND w.status = 'active' AND coalesce(w.failing_since, ${NOW}) <= ${NOW} - $2 + 60000`,
-  // Taken before a change to the set of active webhooks, until its commit: no event commits
-  // meanwhile, so every event is fanned out with the webhooks active when it committed.
+  // Taken before a change to the set of active webhooks, until its commit: it waits for the
+  // writers of events in flight (each holds the lock shared) and no other starts meanwhile, so
+  // every event is fanned out with the webhooks active when it committed.
   holdEvents: `SELECT pg_advisory_xact_lock(${EVENT_ORDER_LOCK})`,
   findWebhook: `SELECT id FROM webhooks WHERE id = $1 AND ${OWNED}`,
   listDeliveries: 'SELECT * FROM deliveries WHERE webhook_id = $1 ORDER BY id DESC LIMIT $2',
@@ -189,9 +195,9 @@ const SQL = {
     SELECT id FROM d`,
   release: 'UPDATE deliveries SET lease_until = NULL, lease_owner = NULL WHERE lease_owner = $1',
   // The earliest pending delivery of an active webhook that no one holds, read in index order.
-  // 0 while events wait behind the cursor for an active webhook.
+  // 0 while published events wait behind the cursor for an active webhook.
   nextDue: `SELECT CASE
-      WHEN ${ANY_ACTIVE} AND (SELECT fanned_through FROM delivery_cursor) < (SELECT coalesce(max(id), 0) FROM events)
+      WHEN ${ANY_ACTIVE} AND (SELECT fanned_through FROM delivery_cursor) < ${PUBLISHED}
         THEN 0
       ELSE (SELECT greatest(0, d.next_attempt_at - ${NOW}) FROM deliveries d
         JOIN webhooks w ON w.id = d.webhook_id

@@ -1,27 +1,30 @@
 import type pg from 'pg';
 import { classifyPostgresError } from './errors.js';
 import { type Row, big, queryRows } from './rows.js';
-import { ANY_ACTIVE, DB_NOW_MS } from './statements.js';
+import { ANY_ACTIVE, DB_NOW_MS, PUBLISHED } from './statements.js';
 import type { EventRecord, EventRow, EventType, PruneBatch, PruneCursor } from '../event-store.js';
 
 // The event log on PostgreSQL: read by the change feed, pruned past retention (with the delivery
 // records of that age). Its events are written by the statements of the changes they record
-// (postgres/statements.ts, withEvents). Every time here is the database's clock (DB_NOW_MS).
+// (postgres/statements.ts, withEvents), and read no further than the event watermark (PUBLISHED).
+// Every time here is the database's clock (DB_NOW_MS).
 
 const NOW = DB_NOW_MS;
 
 const SQL = {
   horizon: 'SELECT pruned_through FROM event_horizon',
-  lastId: 'SELECT coalesce(max(id), 0) AS id FROM events',
+  // Where a reader that starts from now starts: the watermark, not the newest id (one not yet
+  // published may still have a smaller one committing before it).
+  lastId: `SELECT ${PUBLISHED} AS id`,
   // One statement: the oldest events past retention, the horizon raised to the newest of them.
   // Read in id order below the first event still kept (found through events_created_at), so a log
   // with nothing old yet costs an index lookup, not a scan of every event in id order. Both walks
   // start after the run's cursor ($3, $4: PruneCursor): the index entries of the rows its earlier
-  // batches deleted stay until a vacuum, and a walk from the oldest passed them all, each batch
-  // (issue 36). Not after the horizon: an event committed or grown old behind it would stay forever.
+  // batches deleted stay until a vacuum, and a walk from the oldest would pass them all, each batch.
+  // Not after the horizon: an event committed or grown old behind it would stay forever.
   prune: `WITH gone AS (
       DELETE FROM events WHERE id IN (SELECT id FROM events
-        WHERE id > $3 AND id < coalesce((SELECT id FROM events WHERE created_at >= ${NOW} - $1 ORDER BY created_at LIMIT 1),
+        WHERE id > $3 AND id <= ${PUBLISHED} AND id < coalesce((SELECT id FROM events WHERE created_at >= ${NOW} - $1 ORDER BY created_at LIMIT 1),
             9223372036854775807)
           AND created_at < ${NOW} - $1
           AND (id <= (SELECT fanned_through FROM delivery_cursor) OR NOT ${ANY_ACTIVE}) ORDER BY id LIMIT $2)
@@ -41,9 +44,9 @@ const SQL = {
 } as const;
 
 /**
- * A read of the log, of `columns` in id order, and its values: every owner's events or one's, of
- * every type or of `types` (?types=, issue 23: the range on id, or on (owner, id), stays the
- * index's, the type a filter).
+ * A read of the log, of `columns` in id order up to the watermark, and its values: every owner's
+ * events or one's, of every type or of `types` (?types=: the range on id, or on (owner, id), stays
+ * the index's, the type a filter).
  */
 function logRead(
   columns: string,
@@ -53,7 +56,7 @@ function logRead(
   types: readonly EventType[] | null,
 ): [string, unknown[]] {
   const values: unknown[] = [after, limit];
-  let where = 'id > $1';
+  let where = `id > $1 AND id <= ${PUBLISHED}`;
   if (owner !== null) where += ` AND owner = $${values.push(owner)}`;
   if (types !== null) where += ` AND type = ANY($${values.push(types)}::text[])`;
   return [`SELECT ${columns} FROM events WHERE ${where} ORDER BY events.id LIMIT $2`, values];

@@ -255,4 +255,142 @@ export const postgresMigrations: readonly Migration[] = [
       INSERT INTO plant_count SELECT 1, count(*) FROM plants;
     `,
   },
+  {
+    version: 11,
+    name: 'events published below a watermark, writers never waiting for each other',
+    sql: `
+      -- Event ids come from a sequence before commit, so they may commit out of id order; a reader
+      -- that resumes after N must still never miss a smaller id that commits later. Readers read
+      -- only up to event_watermark.through: every event with an id at or below it that will ever
+      -- commit has committed. Writers of events do not wait for each other: each holds the
+      -- event-order lock SHARED until its end (a change to the set of active webhooks takes it
+      -- EXCLUSIVE, so that it waits for the writers in flight and none starts meanwhile), and has
+      -- its transaction id (xid) before it takes an event id. A statement trigger makes both true
+      -- of every insert, the service's and SQL by hand alike.
+      CREATE FUNCTION events_writer_first() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        PERFORM pg_advisory_xact_lock_shared(7316002);
+        PERFORM pg_current_xact_id();
+        RETURN NULL;
+      END
+      $$;
+      CREATE TRIGGER events_writer_first BEFORE INSERT ON events
+        FOR EACH STATEMENT EXECUTE FUNCTION events_writer_first();
+
+      -- A round (advance_event_watermark) reads the newest id handed out, then takes an xid of
+      -- its own: every transaction that held an id up to that newest one had a smaller xid. That
+      -- pair is a mark (ids[i], xids[i], made at ats[i]). Once no transaction with an xid below
+      -- xids[i] is running, every event up to ids[i] has committed or never will, and a later
+      -- round moves through to ids[i].
+      CREATE TABLE event_watermark (
+        one     INTEGER PRIMARY KEY CHECK (one = 1),
+        through BIGINT NOT NULL,
+        ids     BIGINT[] NOT NULL DEFAULT '{}',
+        xids    XID8[] NOT NULL DEFAULT '{}',
+        ats     TIMESTAMPTZ[] NOT NULL DEFAULT '{}',
+        base    BIGINT,      -- the timeline (timeline_id_base) the marks were made on
+        round_at TIMESTAMPTZ -- when a round last changed the row
+      );
+      -- Every writer of before this migration has ended once the lock is granted: the newest id is
+      -- committed, and no older one is still to come.
+      SELECT pg_advisory_xact_lock(7316002);
+      INSERT INTO event_watermark (one, through) SELECT 1, coalesce(max(id), 0) FROM events;
+
+      -- One round, in a transaction of its own (one autocommitted SELECT); several instances'
+      -- rounds never wait for each other (SKIP LOCKED: the one under way does the work). Answers
+      -- the watermark and how many marks still wait; no row when another round was under way;
+      -- waiting NULL when a round changed the row less than 2 ms ago (the fleet's rounds, and
+      -- so its wakes, are at most one per 2 ms whatever the number of instances and commits).
+      -- A mark passes when the oldest running xid (the xmin of a snapshot taken after it) is
+      -- above its xid; one that has not passed within 20 ms (a long transaction, of any database
+      -- of the server, holds xmin back) passes when no holder of the event-order lock is older.
+      -- When the watermark moves, a NOTIFY wakes every instance's readers: at most one per round,
+      -- whatever the number of commits it covers. Its payload is the new watermark, and
+      -- ' webhooks' after it while a webhook is active (else no dispatcher need look). The round's
+      -- own commit waits for no standby: the events are durable by their own commits, and a
+      -- watermark lost in a crash or a failover is only lower, which is safe.
+      CREATE FUNCTION advance_event_watermark() RETURNS TABLE (through BIGINT, waiting INTEGER)
+      LANGUAGE plpgsql AS $$
+      DECLARE
+        here    BIGINT := timeline_id_base();
+        taken   BIGINT;
+        w       event_watermark;
+        horizon XID8;
+        oldest  INTEGER;
+        upto    BIGINT;
+        keep    INTEGER := 0;
+        n       INTEGER;
+        marked  BOOLEAN := false;
+      BEGIN
+        IF pg_current_xact_id_if_assigned() IS NOT NULL THEN
+          RAISE EXCEPTION 'advance_event_watermark() runs in a transaction of its own';
+        END IF;
+        SELECT * INTO w FROM event_watermark;
+        IF w.round_at > clock_timestamp() - interval '5 milliseconds' THEN
+          through := w.through;
+          RETURN NEXT;
+          RETURN;
+        END IF;
+        -- The newest id handed out (none yet: NULL), read while this transaction has no xid yet.
+        taken := here + pg_sequence_last_value('events_id_seq');
+        -- Locking the row gives this transaction its xid, after the read above.
+        SELECT * INTO w FROM event_watermark FOR UPDATE SKIP LOCKED;
+        IF NOT FOUND THEN RETURN; END IF;
+        PERFORM set_config('synchronous_commit', 'off', true);
+        -- A new timeline (a promotion) ended every transaction of the old one: its marks go.
+        IF w.base IS DISTINCT FROM here THEN
+          w.ids := '{}'; w.xids := '{}'; w.ats := '{}';
+        END IF;
+        n := coalesce(array_length(w.ids, 1), 0);
+        horizon := pg_snapshot_xmin(pg_current_snapshot());
+        upto := w.through;
+        WHILE keep < n AND w.xids[keep + 1] < horizon LOOP
+          keep := keep + 1;
+          upto := greatest(upto, w.ids[keep]);
+        END LOOP;
+        IF keep < n AND w.ats[keep + 1] < clock_timestamp() - interval '20 milliseconds' THEN
+          -- The oldest holder of the event-order lock, by its age (age() counts from this
+          -- transaction's xid): a mark passes if no holder is older than it.
+          SELECT max(age(x.transactionid)) INTO oldest
+          FROM pg_locks l JOIN pg_locks x ON x.virtualtransaction = l.virtualtransaction
+            AND x.locktype = 'transactionid' AND x.mode = 'ExclusiveLock' AND x.granted
+          WHERE l.locktype = 'advisory' AND l.granted AND l.classid = 0 AND l.objid = 7316002 AND l.objsubid = 1
+            AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database());
+          WHILE keep < n AND (oldest IS NULL OR oldest < age(w.xids[keep + 1]::xid)) LOOP
+            keep := keep + 1;
+            upto := greatest(upto, w.ids[keep]);
+          END LOOP;
+        END IF;
+        w.ids := w.ids[keep + 1 :];
+        w.xids := w.xids[keep + 1 :];
+        w.ats := w.ats[keep + 1 :];
+        n := n - keep;
+        -- A new mark when ids were handed out past the last one (at most 64 wait: the newest
+        -- covers what the ones it could not add would have).
+        IF taken > greatest(upto, coalesce(w.ids[n], 0)) THEN  -- false while taken is NULL
+          IF n = 64 THEN
+            w.ids[64] := taken; w.xids[64] := pg_current_xact_id(); w.ats[64] := clock_timestamp();
+          ELSE
+            w.ids := w.ids || taken;
+            w.xids := w.xids || pg_current_xact_id();
+            w.ats := w.ats || clock_timestamp();
+            n := n + 1;
+          END IF;
+          marked := true;
+        END IF;
+        IF keep > 0 OR marked OR w.base IS DISTINCT FROM here THEN
+          UPDATE event_watermark e
+            SET through = upto, ids = w.ids, xids = w.xids, ats = w.ats, base = here, round_at = clock_timestamp();
+        END IF;
+        IF upto > w.through THEN
+          PERFORM pg_notify('plant_store_events', upto::text ||
+            CASE WHEN EXISTS (SELECT 1 FROM webhooks WHERE status = 'active') THEN ' webhooks' ELSE '' END);
+        END IF;
+        through := upto;
+        waiting := n;
+        RETURN NEXT;
+      END
+      $$;
+    `,
+  },
 ];

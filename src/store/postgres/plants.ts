@@ -92,7 +92,11 @@ export class PostgresPlants {
   /** Deletes that wait together are one DELETE, as creates are (see deletePlants). */
   private readonly deletes: Batcher<DeleteRequest, boolean>;
 
-  constructor(private readonly pool: pg.Pool) {
+  /** `written` is told after each statement that may have written events, committed or not. */
+  constructor(
+    private readonly pool: pg.Pool,
+    private readonly written: () => void = () => {},
+  ) {
     // Each write's deadline, from its arrival: as long as a query may wait for a connection, and
     // with more than one server as long as it may wait for a primary (DATABASE_FAILOVER_WAIT) too.
     const deadlineMs = CONNECT_TIMEOUT_MS + (routerOf(pool)?.waitMs ?? 0);
@@ -146,9 +150,13 @@ export class PostgresPlants {
       while (pending.length > 0) {
         const offered = firstOfEachId(pending.map((i) => plants[i]!));
         const batch = inIdOrder([...offered.values()]);
-        const stored = new Set(
-          (await this.run<{ id: string }>('insertBatch', columns(batch))).rows.map((row) => BigInt(row.id)),
-        );
+        let inserted: pg.QueryResult<{ id: string }>;
+        try {
+          inserted = await this.run<{ id: string }>('insertBatch', columns(batch));
+        } finally {
+          this.written();
+        }
+        const stored = new Set(inserted.rows.map((row) => BigInt(row.id)));
         const skipped: number[] = [];
         for (const i of pending) {
           const winner = offered.get(plants[i]!.id)!;
@@ -208,7 +216,7 @@ export class PostgresPlants {
         for (const row of rows.rows) found.set(BigInt(row.id), toPlant(row));
       }
       return { insertedIds: ids, holders: found };
-    });
+    }).finally(() => this.written());
     let unchanged = 0;
     const conflicts: PlantRecord[] = [];
     for (const plant of plants) {
@@ -282,6 +290,8 @@ export class PostgresPlants {
       return gone;
     } catch (error) {
       throw classifyPostgresError(error);
+    } finally {
+      this.written();
     }
   }
 

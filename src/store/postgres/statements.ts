@@ -11,10 +11,19 @@ const SELECT_PLANT = 'SELECT id, owner, name, tag FROM plants';
 /** The database's clock, in milliseconds since the epoch: the one clock every instance and the CLI share. */
 export const DB_NOW_MS = '(extract(epoch FROM now()) * 1000)::bigint';
 
-/** The advisory lock that orders event ids (an arbitrary, fixed key). */
+/**
+ * The event-order lock (an arbitrary, fixed key): every writer of events holds it shared until its
+ * end (migration 11's trigger), a change to the set of active webhooks exclusive.
+ */
 export const EVENT_ORDER_LOCK = 7_316_002;
-/** The LISTEN/NOTIFY channel that says "events committed". */
+/** The LISTEN/NOTIFY channel that says "the event watermark moved" (its payload: the new one). */
 export const EVENT_CHANNEL = 'plant_store_events';
+/**
+ * The event watermark: every event with an id at or below it that will ever commit has committed
+ * (postgres/publication.ts). Whatever reads events in id order reads no further, so that no
+ * reader passes an id whose transaction commits later.
+ */
+export const PUBLISHED = '(SELECT through FROM event_watermark)';
 /** Whether any webhook is active: events are owed deliveries only then (the delivery cursor, docs/events.md). */
 export const ANY_ACTIVE = "EXISTS (SELECT 1 FROM webhooks WHERE status = 'active')";
 
@@ -26,26 +35,21 @@ function list(columns: string[]): string {
 
 /**
  * A change and its events in one statement, so one commits with the other or neither does
- * (CONTRACT.md, Events). `change` returns (id, owner, payload) for each row it changed.
+ * (docs/api.md, Events). `change` returns (id, owner, payload) for each row it changed.
  *
- * Event ids must commit in id order: a reader that has seen event N must never find, later, an
- * event with a smaller id that was still uncommitted when it read. A bigserial alone hands ids out
- * before commit, so the ids are taken while holding a transaction-level advisory lock, which is
- * released only by the commit: a later id cannot commit before an earlier one. The lock is taken
- * after the change itself (its row locks), only when there is an event to write, and is held just
- * for the event inserts and the commit. The NOTIFY goes out at the commit, to wake dispatchers and
- * change feeds on every instance. Deliveries are not made here but by the dispatchers, from the
- * log behind a cursor (postgres/deliveries.ts, fanOut): a create costs one event row whatever the webhooks.
+ * Event ids are taken from a sequence before the commit, so they may commit out of order; readers
+ * stay below the event watermark (PUBLISHED), which passes an id only once every transaction that
+ * could still commit a smaller one has ended. Writers never wait for each other: the statement
+ * trigger on events (migration 11) takes the event-order lock shared and the transaction's id
+ * before the event ids. Deliveries are not made here but by the dispatchers, from the log behind
+ * a cursor (postgres/deliveries.ts, fanOut): a create costs one event row whatever the webhooks.
  */
 function withEvents(change: string, type: string): string {
   return `WITH ${change},
-    locked AS (
-      SELECT pg_advisory_xact_lock(${EVENT_ORDER_LOCK}), pg_notify('${EVENT_CHANNEL}', '')
-      FROM (SELECT count(*) AS n FROM changed) c WHERE c.n > 0),
     event AS (
       INSERT INTO events (type, owner, plant_id, payload, created_at)
       SELECT '${type}', changed.owner, changed.id, changed.payload, ${DB_NOW_MS}
-      FROM locked, changed ORDER BY changed.id
+      FROM changed ORDER BY changed.id
       RETURNING id)
     SELECT id FROM changed`;
 }
@@ -80,7 +84,7 @@ export const STATEMENTS = {
     'plant.created',
   ),
   byIds: `${SELECT_PLANT} WHERE id = ANY($1::bigint[])`,
-  // Token times are the database's clock, never the calling host's (issue 13): created_at is now(),
+  // Token times are the database's clock, never the calling host's: created_at is now(),
   // an expiry is now() + the lifetime asked for ($5, ms), a revocation is stamped now().
   tokenInsert: `INSERT INTO api_tokens (id, secret_hash, subject, scopes, created_at, expires_at, revoked_at)
     VALUES ($1, $2, $3, $4, ${DB_NOW_MS}, ${DB_NOW_MS} + $5::bigint, NULL)`,

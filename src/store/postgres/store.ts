@@ -7,6 +7,7 @@ import { PostgresDeliveries } from './deliveries.js';
 import { classifyPostgresError } from './errors.js';
 import { PostgresEventLog } from './event-log.js';
 import { PostgresPlants } from './plants.js';
+import { EventPublication } from './publication.js';
 import { snapshotPages } from './snapshot.js';
 import { PostgresTokens } from './tokens.js';
 import { PostgresEventWatch } from './watch.js';
@@ -24,6 +25,7 @@ import {
 import {
   type EventRecord,
   type EventRow,
+  type EventsPublished,
   type EventType,
   FAN_OUT_BATCH,
   type PruneBatch,
@@ -71,6 +73,7 @@ export class PostgresStore implements Store {
   private readonly deliveries: PostgresDeliveries;
   private readonly webhooks: PostgresWebhooks;
   private readonly watch: PostgresEventWatch;
+  private readonly publication: EventPublication;
 
   private dispatchPool: pg.Pool | undefined;
 
@@ -80,7 +83,8 @@ export class PostgresStore implements Store {
     /** Where a multi-host URL's connections go (postgres/hosts.ts); undefined for one server. */
     readonly router?: HostRouter,
   ) {
-    this.plants = new PostgresPlants(pool);
+    this.publication = new EventPublication(pool);
+    this.plants = new PostgresPlants(pool, () => this.publication.written());
     this.tokens = new PostgresTokens(pool);
     this.log = new PostgresEventLog(pool);
     this.webhooks = new PostgresWebhooks(pool);
@@ -90,7 +94,10 @@ export class PostgresStore implements Store {
     );
     const Client = router?.Client ?? pg.Client;
     const url = pool.options.connectionString ?? '';
-    this.watch = new PostgresEventWatch(() => new Client({ connectionString: url, connectionTimeoutMillis: 3000 }));
+    this.watch = new PostgresEventWatch(
+      () => new Client({ connectionString: url, connectionTimeoutMillis: 3000 }),
+      () => this.publication.heard(),
+    );
     router?.start();
   }
 
@@ -150,7 +157,7 @@ export class PostgresStore implements Store {
     limit: number,
     types: readonly EventType[] | null = null,
   ): Promise<EventRecord[]> {
-    return this.log.readEvents(after, owner, limit, types);
+    return this.publication.settled().then(() => this.log.readEvents(after, owner, limit, types));
   }
 
   readEventRows(
@@ -159,7 +166,7 @@ export class PostgresStore implements Store {
     limit: number,
     types: readonly EventType[] | null = null,
   ): Promise<readonly EventRow[]> {
-    return this.log.readEventRows(after, owner, limit, types);
+    return this.publication.settled().then(() => this.log.readEventRows(after, owner, limit, types));
   }
 
   eventHorizon(): Promise<bigint> {
@@ -167,15 +174,25 @@ export class PostgresStore implements Store {
   }
 
   lastEventId(): Promise<bigint> {
-    return this.log.lastEventId();
+    return this.publication.settled().then(() => this.log.lastEventId());
   }
 
-  pruneEvents(retentionMs: number, batch: number, after = PRUNE_START): Promise<PruneBatch> {
+  eventsSettled(): Promise<void> {
+    return this.publication.settled();
+  }
+
+  /** Only published events go: the horizon never passes an id that may still commit. */
+  async pruneEvents(retentionMs: number, batch: number, after = PRUNE_START): Promise<PruneBatch> {
+    await this.publication.settled();
     return this.log.prune(retentionMs, batch, after);
   }
 
-  /** LISTEN/NOTIFY on a connection of its own, opened while anyone watches: commits of every instance. */
-  watchEvents(listener: () => void): () => void {
+  /**
+   * LISTEN/NOTIFY on a connection of its own, opened while anyone watches: the event watermark's
+   * moves, whichever instance's round moved it (postgres/publication.ts).
+   */
+  watchEvents(listener: (published: EventsPublished) => void): () => void {
+    this.publication.start();
     return this.watch.watch(listener);
   }
 
@@ -322,6 +339,7 @@ export class PostgresStore implements Store {
    * half-closed socket would keep the process alive: past CLOSE_GRACE_MS what is left is cut.
    */
   async close(): Promise<void> {
+    this.publication.close();
     const ended = (async () => {
       await this.watch.close();
       if (!this.pool.ended) await this.pool.end();

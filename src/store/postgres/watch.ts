@@ -1,23 +1,37 @@
 import type pg from 'pg';
 import { cutConnection } from './host-probe.js';
 import { EVENT_CHANNEL } from './statements.js';
+import { ANY_PUBLISHED, type EventsPublished } from '../event-store.js';
 
-// How a PostgreSQL store tells its watchers (the change feed, the dispatcher) that events may have
-// committed, on any instance: the NOTIFY each change's statement sends (postgres/statements.ts),
-// heard on a connection of its own while anyone watches.
+// How a PostgreSQL store tells its watchers (the change feed, the dispatcher) that events were
+// published, on any instance: the NOTIFY a round of the event watermark sends when it moves it
+// (migration 11, postgres/publication.ts), heard on a connection of its own while anyone watches.
 
-/** LISTEN/NOTIFY on a connection of its own, opened while anyone watches: commits of every instance. */
+const NO_WEBHOOK: EventsPublished = { webhooksActive: false };
+
+/** What a round's NOTIFY says: its payload is the watermark, then ' webhooks' while one is active. */
+const publishedBy = (payload: string | undefined): EventsPublished =>
+  payload !== undefined && /^\d+$/.test(payload) ? NO_WEBHOOK : ANY_PUBLISHED;
+
+/** LISTEN/NOTIFY on a connection of its own, opened while anyone watches: the watermark's moves. */
 export class PostgresEventWatch {
   private listener: EventListener | undefined;
-  private readonly watchers = new Set<() => void>();
+  private readonly watchers = new Set<(published: EventsPublished) => void>();
 
-  /** `connect` makes the connection to LISTEN on (with a multi-host URL, one that goes to the primary). */
-  constructor(private readonly connect: () => pg.Client) {}
+  /**
+   * `connect` makes the connection to LISTEN on (with a multi-host URL, one that goes to the
+   * primary); `heard` is told of every NOTIFY, before the watchers.
+   */
+  constructor(
+    private readonly connect: () => pg.Client,
+    private readonly heard: () => void = () => {},
+  ) {}
 
-  watch(listener: () => void): () => void {
+  watch(listener: (published: EventsPublished) => void): () => void {
     this.watchers.add(listener);
-    this.listener ??= new EventListener(this.connect, () => {
-      for (const watcher of this.watchers) watcher();
+    this.listener ??= new EventListener(this.connect, (published) => {
+      this.heard();
+      for (const watcher of this.watchers) watcher(published);
     });
     return () => {
       this.watchers.delete(listener);
@@ -58,7 +72,7 @@ class EventListener {
 
   constructor(
     private readonly newClient: () => pg.Client,
-    private readonly listener: () => void,
+    private readonly listener: (published: EventsPublished) => void,
   ) {
     void this.connect();
   }
@@ -66,7 +80,7 @@ class EventListener {
   private async connect(): Promise<void> {
     if (this.closed) return;
     const client = this.newClient();
-    client.on('notification', () => this.listener());
+    client.on('notification', (message) => this.listener(publishedBy(message.payload)));
     client.on('error', () => this.reconnect(client));
     client.on('end', () => this.reconnect(client));
     this.client = client;
@@ -74,7 +88,7 @@ class EventListener {
       await client.connect();
       await client.query(`LISTEN ${EVENT_CHANNEL}`);
       this.checkAnswers(client);
-      this.listener();
+      this.listener(ANY_PUBLISHED);
     } catch {
       this.reconnect(client);
     }

@@ -24,6 +24,8 @@ import {
 import {
   type EventRecord,
   type EventRow,
+  ANY_PUBLISHED,
+  type EventsPublished,
   type EventType,
   FAN_OUT_BATCH,
   type PruneBatch,
@@ -225,13 +227,18 @@ export class SqliteStore implements Store {
     return Promise.resolve(unavailableWhenBusy(() => this.log.lastEventId()));
   }
 
+  /** Events commit one writer at a time, in id order: each is published by its commit. */
+  eventsSettled(): Promise<void> {
+    return Promise.resolve();
+  }
+
   pruneEvents(retentionMs: number, batch: number, after = PRUNE_START): Promise<PruneBatch> {
     return this.writes.run(() => this.log.prune(retentionMs, batch, after));
   }
 
   /** Calls `listener` when events may have committed (sqlite/watch.ts); answers the function that stops watching. */
-  watchEvents(listener: () => void, pollMs = 100): () => void {
-    return this.watch.watch(listener, pollMs);
+  watchEvents(listener: (published: EventsPublished) => void, pollMs = 100): () => void {
+    return this.watch.watch(() => listener(ANY_PUBLISHED), pollMs);
   }
 
   createWebhook(webhook: NewWebhookRecord, max: number): Promise<boolean> {
