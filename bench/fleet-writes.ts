@@ -1,9 +1,9 @@
-// Writes of a fleet under a synchronous standby (issue 48): the same writers on one instance and
+// Writes of a fleet under a synchronous standby: the same writers on one instance and
 // on two, against one PostgreSQL primary whose every commit waits about 3 ms for its standby.
 //
 //   npm run build                       (the service runs from dist/; once, after a change to src/)
 //   node --import tsx bench/fleet-writes.ts [--seconds 20] [--rounds 2] [--writers 32] [--delay-ms 3]
-//                                           [--streams 0] [--pgbench] [--pgbench-seconds 10]
+//                                           [--streams 0] [--webhook] [--pgbench] [--pgbench-seconds 10]
 //   BENCH_FLEET_CHECKOUT=<dir> node --import tsx bench/fleet-writes.ts        (an A/B: another built
 //                                       checkout's service, migrations and CLI; this harness stays)
 //
@@ -31,10 +31,15 @@
 //  - the create statements (pg_stat_statements calls of the INSERT into plants), per second;
 //  - commits/s of the run's database (pg_stat_database xact_commit; its counters reach the view
 //    within a second, so the window's edges are that fuzzy);
-//  - the dispatchers' statements (their fan-out, claim and next-due reads: they run each time a
-//    NOTIFY wakes an instance) and every other statement run at least once a second, with calls.
+//  - wakes: the NOTIFYs on the service's channel that one LISTEN connection heard in the window,
+//    per second and per batch (each one wakes every instance's change feed and dispatcher);
+//  - the dispatchers' statements (their fan-out, claim and next-due reads, run when a wake may
+//    have work for them) and every other statement run at least once a second, with calls.
 //
 // --streams N opens N change-feed readers (GET /events) per instance, so that their reads count too.
+// --webhook makes one active webhook of every plant's plant.created (WEBHOOK_ALLOW_PRIVATE=1), its
+// receiver in this process on 127.0.0.1 answering 204: the dispatchers then have work on each wake,
+// and the deliveries received per second are a column of their own.
 // --pgbench then measures the database alone with pgbench on the same pair: a statement shaped as
 // the service's create batch (5 plants and their 5 events in one statement), with the event-order
 // advisory lock and the NOTIFY, each alone, neither, neither with the NOTIFY sent after the commit
@@ -49,7 +54,8 @@
 // the run: a broken service prints no numbers.
 import { execFile, execFileSync, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { type ClientRequest, type IncomingMessage, get } from 'node:http';
+import { type ClientRequest, type IncomingMessage, createServer, get } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { cpus, tmpdir, totalmem } from 'node:os';
 import { join, resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -57,7 +63,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs, promisify } from 'node:util';
 import { once } from 'node:events';
 import pg from 'pg';
-import { Pool } from 'undici';
+import { Pool, request } from 'undici';
 import { type ReplicaPair, type Server as PgServer, startReplicaPair } from '../test/failover/replica-pair.js';
 import { liveChildren, liveDirs, livePairs } from './exit-cleanup.js';
 import { type Server, loadAverage, percentile, start } from './harness.js';
@@ -75,6 +81,8 @@ const REQUEST_TIMEOUT_MS = 30_000;
 /** Creates in one pgbench transaction: about what a batch of the service carries at one instance. */
 const PGBENCH_ROWS = 5;
 const EVENT_ORDER_LOCK = 7_316_002;
+/** The service's LISTEN/NOTIFY channel (src/store/postgres/statements.ts). */
+const EVENT_CHANNEL = 'plant_store_events';
 
 const run = promisify(execFile);
 const sleep = (ms: number) => new Promise<void>((done) => setTimeout(done, ms));
@@ -182,6 +190,10 @@ interface RunResult {
   readonly events: number;
   readonly batches: number;
   readonly commits: number;
+  /** The NOTIFYs one instance heard in the window: each wakes its change feed and dispatcher. */
+  readonly wakes: number;
+  /** Deliveries the --webhook receiver got in the window. */
+  readonly delivered: number;
   readonly statements: Statement[];
 }
 
@@ -270,8 +282,8 @@ async function oneRun(
   instances: number,
   totalWriters: number,
   seconds: number,
-  streamsEach: number,
   ids: { next: number },
+  { streamsEach, webhook }: { readonly streamsEach: number; readonly webhook: boolean },
 ): Promise<RunResult> {
   const database = `fleet_run_${index}`;
   const databaseUrl = `postgres://postgres@127.0.0.1:${pair.primary.port}/${database}`;
@@ -280,6 +292,23 @@ async function oneRun(
   const services: Server[] = [];
   const feeds: ClientRequest[] = [];
   let writerSets: Array<ReturnType<typeof writers>> = [];
+  // With --webhook: one active webhook of every plant, its receiver here, answering 204 at once.
+  let received = 0;
+  const receiver = webhook
+    ? createServer((request, response) => {
+        request.resume();
+        request.on('end', () => {
+          received += 1;
+          response.writeHead(204).end();
+        });
+      })
+    : undefined;
+  if (receiver !== undefined) await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
+  // The NOTIFYs that wake every instance's change feed and dispatcher, counted as one instance hears them.
+  const listener = await connect(pair.primary, database);
+  let wakes = 0;
+  listener.on('notification', () => (wakes += 1));
+  await listener.query(`LISTEN ${EVENT_CHANNEL}`);
   try {
     await cli(databaseUrl, ['migrate']);
     const token = (
@@ -290,7 +319,7 @@ async function oneRun(
           '--subject',
           'bench',
           '--scopes',
-          'plants:read,plants:write',
+          webhook ? 'plants:read,plants:write,plants:admin,webhooks:write' : 'plants:read,plants:write',
           '--json',
         ]),
       ) as { token: string }
@@ -306,6 +335,7 @@ async function oneRun(
             HOST: '127.0.0.1',
             RATE_LIMIT: 'off',
             MAX_EVENT_LOOP_DELAY: 'off',
+            ...(webhook ? { WEBHOOK_ALLOW_PRIVATE: '1' } : {}),
           },
           `0-${cpus().length - 1}`,
           /Server listening at http:\/\/127\.0\.0\.1:(\d+)/,
@@ -313,6 +343,18 @@ async function oneRun(
         ),
       );
     for (const service of services) for (let i = 0; i < streamsEach; i++) feeds.push(stream(service.port, token));
+    if (receiver !== undefined) {
+      const answer = await request(`${services[0]!.url}/webhooks`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+        body: JSON.stringify({
+          url: `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/`,
+          events: ['plant.created'],
+        }),
+      });
+      const body = await answer.body.text();
+      if (answer.statusCode !== 201) throw new Error(`POST /webhooks answered ${answer.statusCode}: ${body}`);
+    }
     const each = totalWriters / instances;
     writerSets = services.map((service) => writers(service.url, token, each, ids));
     await sleep(WARM_UP_MS);
@@ -329,9 +371,11 @@ async function oneRun(
     await stats.query('SELECT pg_stat_statements_reset()');
     const before = await edge();
     const loadAtStart = loadAverage();
+    const [wakesBefore, receivedBefore] = [wakes, received];
     const t0 = now();
     await sleep(seconds * 1000);
     const t1 = now();
+    const [wakesInWindow, receivedInWindow] = [wakes - wakesBefore, received - receivedBefore];
     const after = await edge();
     const statementRows = (
       await stats.query<{ query: string; calls: string; rows: string; total: number }>(
@@ -385,12 +429,16 @@ async function oneRun(
       events,
       batches,
       commits: Number(after.commits) - Number(before.commits),
+      wakes: wakesInWindow,
+      delivered: receivedInWindow,
       statements: [...statements.values()].sort((a, b) => b.calls - a.calls),
     };
   } finally {
     await Promise.all(writerSets.map((w) => w.stop().catch(() => {})));
     for (const feed of feeds) feed.destroy();
     for (const service of services) await service.stop();
+    await listener.end().catch(() => {});
+    receiver?.close();
     await stats.query(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`);
   }
 }
@@ -510,7 +558,8 @@ function runRow(r: RunResult): string {
       .filter((s) => (typeof name === 'string' ? s.label === name : name.test(s.label)))
       .reduce((sum, s) => sum + s.calls, 0);
   const dispatcher = ['fan-out', 'claim', 'next due'].map((n) => int(calls(`dispatcher: ${n}`))).join(' / ');
-  return `| ${r.index} | ${config(r)} | ${r.load.split(' ')[0]} | ${int(r.creates / r.seconds)} | ${ms1(r.p50)} / ${ms1(r.p99)} | ${int(r.batches / r.seconds)} (${(r.events / r.batches).toFixed(1)}) | ${int(calls(CREATE_BATCH) / r.seconds)} | ${int(r.commits / r.seconds)} | ${dispatcher} (${int(calls(DISPATCHER))}) |`;
+  const delivered = r.delivered > 0 ? ` | ${int(r.delivered / r.seconds)}` : '';
+  return `| ${r.index} | ${config(r)} | ${r.load.split(' ')[0]} | ${int(r.creates / r.seconds)} | ${ms1(r.p50)} / ${ms1(r.p99)} | ${int(r.batches / r.seconds)} (${(r.events / r.batches).toFixed(1)}) | ${int(calls(CREATE_BATCH) / r.seconds)} | ${int(r.commits / r.seconds)} | ${int(r.wakes / r.seconds)} (${(r.wakes / r.batches).toFixed(2)}) | ${dispatcher} (${int(calls(DISPATCHER))})${delivered} |`;
 }
 
 export async function main(argv: string[]): Promise<void> {
@@ -522,6 +571,7 @@ export async function main(argv: string[]): Promise<void> {
       writers: { type: 'string', default: '32' },
       'delay-ms': { type: 'string', default: '3' },
       streams: { type: 'string', default: '0' },
+      webhook: { type: 'boolean', default: false },
       pgbench: { type: 'boolean', default: false },
       'pgbench-seconds': { type: 'string', default: '10' },
       'fleet-writes': { type: 'boolean' }, // should `npm run bench -- --fleet-writes` pass it through
@@ -532,6 +582,7 @@ export async function main(argv: string[]): Promise<void> {
   const totalWriters = Number(values.writers);
   const delayMs = Number(values['delay-ms']);
   const streamsEach = Number(values.streams);
+  const webhook = values.webhook === true;
   const pgbenchSeconds = Number(values['pgbench-seconds']);
   if (!(totalWriters > 0 && totalWriters % 2 === 0))
     throw new Error('--writers: an even number, split over two instances');
@@ -579,7 +630,10 @@ export async function main(argv: string[]): Promise<void> {
     for (let round = 1; round <= rounds; round++)
       for (const instances of [1, 2]) {
         index += 1;
-        const result = await oneRun(pair, stats, dir, index, instances, totalWriters, seconds, streamsEach, ids);
+        const result = await oneRun(pair, stats, dir, index, instances, totalWriters, seconds, ids, {
+          streamsEach,
+          webhook,
+        });
         results.push(result);
         log(runRow(result));
       }
@@ -601,9 +655,9 @@ export async function main(argv: string[]): Promise<void> {
       `one-row INSERT, its own commit, one connection (p50 / p99 ms): before the runs ${latencyBefore.map((l) => `${l.mode} ${ms1(l.p50)} / ${ms1(l.p99)}`).join(', ')}; after ${latencyAfter.map((l) => `${l.mode} ${ms1(l.p50)} / ${ms1(l.p99)}`).join(', ')}\n`,
     );
     console.log(
-      '| run | configuration | load (1 min) at the start | creates/s | p50 / p99 per create (ms) | batches/s (rows each) | create statements/s | commits/s (xact_commit) | dispatcher statements: fan-out / claim / next due (all) |',
+      `| run | configuration | load (1 min) at the start | creates/s | p50 / p99 per create (ms) | batches/s (rows each) | create statements/s | commits/s (xact_commit) | wakes/s (per batch) | dispatcher statements: fan-out / claim / next due (all) |${webhook ? ' deliveries/s |' : ''}`,
     );
-    console.log('|---|---|---|---|---|---|---|---|---|');
+    console.log(`|---|---|---|---|---|---|---|---|---|---|${webhook ? '---|' : ''}`);
     for (const r of results) console.log(runRow(r));
 
     const of = (instances: number) => results.filter((r) => r.instances === instances);
