@@ -5,13 +5,12 @@
 // to core 1 (50 connections), alternating A/B, after a warm-up. Any error or non-2xx answer fails the run.
 // Settings: BENCH_DURATION (seconds per run, default 10), BENCH_ROUNDS (default 2),
 // BENCH_DATABASE_URL (PostgreSQL to use; default: a throwaway embedded server),
-// BENCH_SKIP=sqlite,postgres,api,compression,scale,workers,events,events-cost (api: the five GET/POST/DELETE/mix rows;
+// BENCH_SKIP=sqlite,postgres,api,compression,scale,workers,events,cost (api: the five GET/POST/DELETE/mix rows;
 // compression: the 100-plant page with and without gzip, a poll answered 304, bytes on the wire).
 // The event side's scenarios (webhooks, the change feed) are bench/events.ts, run after each engine's own,
-// then bench/cost-ab.ts (events-cost: POST with a webhook, this build against the 1.1.0 build), and
-// last bench/cost.ts (cost: server CPU per request against bare node:http). `npm run bench -- --quick`
+// and last bench/cost.ts (cost: server CPU per request against bare node:http). `npm run bench -- --quick`
 // runs that last table alone, in under 90 s. `npm run bench -- --fairness [--engine postgres]
-// [--checkout <dir>]` runs bench/fairness.ts alone (a healthy webhook beside 20 hanging ones, issue 33).
+// [--checkout <dir>]` runs bench/fairness.ts alone (a healthy webhook beside 20 hanging ones).
 // `npm run bench -- --silent-primary [--runs N] [--only partition|freeze]` runs bench/silent-primary.ts
 // alone (a primary gone silent under the service, its synchronous standby promoted 3 s later).
 // `npm run bench -- --fleet-writes [--seconds S] [--rounds N] [--pgbench]` runs bench/fleet-writes.ts
@@ -24,7 +23,6 @@ import { cpus, totalmem, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startThrowawayPostgres } from '../test/support/postgres.js';
-import { costDatabases, costScenario } from './cost-ab.js';
 import { type CostRow, costRows, costTable, main as costOnly } from './cost.js';
 import { eventScenarios } from './events.js';
 import { main as fairnessOnly } from './fairness.js';
@@ -370,12 +368,6 @@ async function suite(engine: string, env: NodeJS.ProcessEnv): Promise<void> {
     const events = await eventScenarios(engine, env);
     rows.push(...events.rows);
     notes.push(...events.notes);
-  }
-
-  if (!SKIP.has('events-cost')) {
-    const cost = await costScenario(engine, await costDatabases(env));
-    rows.push(...cost.rows);
-    notes.push(...cost.notes);
   }
 
   if (!SKIP.has('cost'))
