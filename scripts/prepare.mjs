@@ -1,5 +1,5 @@
 // `npm ci` runs this (the prepare script): it compiles the TypeScript to dist/, so that starting
-// the server never compiles (issue 16). A production install without dev dependencies
+// the server never compiles. A production install without dev dependencies
 // (`npm ci --omit=dev`) has no TypeScript: it keeps the dist/ that a build made before (a
 // container image's build stage, or `npm ci && npm prune --omit=dev`), and says so; with no dist/
 // it stops with what to do.

@@ -27,9 +27,9 @@ function canonical(document: Record<string, unknown>): Record<string, unknown> {
   return { ...Object.fromEntries(first), ...rest };
 }
 
-// The same constructor and options as the server (STYLE.md, "Build apart from listen"); the
-// document does not depend on the store's contents, so an empty in-memory one serves. The portal
-// is outside the document: without it, this needs no built dist/portal/.
+// The same constructor and options as the server (docs/conventions.md#layout: buildApp() never
+// listens); the document does not depend on the store's contents, so an empty in-memory one serves.
+// The portal is outside the document: without it, this needs no built dist/portal/.
 const store = openSqlite(':memory:');
 const app = await buildApp({ config: testConfig({ portal: false }), store });
 try {

@@ -66,7 +66,8 @@ export async function buildApp({
     jwt,
     new UnknownTokenBudget(clock),
   );
-  // An open stream ends once its token would be refused (issue 23): checked through the same cache.
+  // An open stream ends once its token would be refused (docs/api.md#the-change-feed): checked
+  // through the same cache.
   const eventStreams = new EventStreams((credential) =>
     typeof credential === 'string'
       ? authenticator.accepts(credential)
@@ -94,7 +95,7 @@ export async function buildApp({
     // request.ip: the connection's address, or X-Forwarded-For's as far as TRUST_PROXY's proxies vouch for it.
     trustProxy: config.trustProxy === null ? false : [...config.trustProxy],
     // Half the shutdown grace period (5 s by default; at most Fastify's 72 s): on SIGTERM an idle connection
-    // is closed only once the `Keep-Alive: timeout` it was given has run out (issue 13), inside the grace.
+    // is closed only once the `Keep-Alive: timeout` it was given has run out, inside the grace.
     keepAliveTimeout: Math.max(1, Math.min(72_000, Math.floor(config.shutdownGraceMs / 2))),
     // Node checks header and request deadlines on this interval; its 30 s default would let a slow client linger.
     // requireHostHeader off: the onRequest hook answers a missing Host with the Error body instead.

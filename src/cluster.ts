@@ -6,8 +6,8 @@ import { openStore } from './store/open-store.js';
 
 const RESTARTS_PER_MINUTE = 10;
 
-// A graceful stop (issue 13): a worker answers `Connection: close` only once no worker listens any
-// more. Earlier, its clients would reconnect to a worker about to stop listening, and node:cluster
+// A graceful stop: a worker answers `Connection: close` only once no worker listens any more.
+// Otherwise its clients would reconnect to a worker about to stop listening, and node:cluster
 // closes unanswered a connection it is handing to the last worker just as that one stops.
 const LISTENER_CLOSED = 'plant-store:listener-closed';
 const DRAIN = 'plant-store:drain';

@@ -1,7 +1,8 @@
-// Environment → validated, frozen Config: the one interpreter of the settings (STYLE.md, "Config
-// once"). In src/ and bin/, process.env is read only here (loadConfig's and loadClientSettings'
-// default), by cli/io.ts, which hands it to the commands, and by bin/plant-store.js, which decides
-// whether serve traces; with tracing on, the OpenTelemetry SDK reads its own OTEL_* variables.
+// Environment → validated, frozen Config: the one interpreter of the settings, read once
+// (docs/conventions.md#layout). In src/ and bin/, process.env is read only here (loadConfig's and
+// loadClientSettings' default), by cli/io.ts, which hands it to the commands, and by
+// bin/plant-store.js, which decides whether serve traces; with tracing on, the OpenTelemetry SDK
+// reads its own OTEL_* variables.
 import { isIP } from 'node:net';
 import { PostgresUrlError, describePostgresUrl, parsePostgresUrl } from './wire/postgres-url.js';
 
@@ -63,7 +64,7 @@ export interface Config {
   readonly corsOrigins: CorsOrigins | null;
   /** PUBLIC_URL: where clients reach the API, as the OpenAPI document's `servers` gives it; `/` (relative) by default. */
   readonly publicUrl: string;
-  /** PORTAL: whether GET /portal serves the subscribers' page (issue 27); `off` removes its routes. */
+  /** PORTAL: whether GET /portal serves the subscribers' page (docs/portal.md); `off` removes its routes. */
   readonly portal: boolean;
   /**
    * TRUST_PROXY: the proxies (addresses, CIDR ranges, or `loopback`, `linklocal`, `uniquelocal`)
@@ -91,7 +92,7 @@ export interface EventSettings {
   /** Deliveries in flight in one process, and to one webhook from one process. */
   readonly maxInFlight: number;
   readonly maxInFlightPerWebhook: number;
-  /** A subject's webhooks together (contract 1.3.0, fairness): a quarter of maxInFlight. */
+  /** A subject's webhooks together (a fair share, docs/api.md#delivery): a quarter of maxInFlight. */
   readonly maxInFlightPerSubject: number;
   /** A webhook that failed every attempt this long is disabled. */
   readonly disableAfterFailingMs: number;
@@ -267,7 +268,7 @@ const URL_PATH = /^\/(?!\/)(?:[A-Za-z0-9\-._~!$&'()*+,;=:@/]|%[0-9A-Fa-f]{2})*$/
 export function parsePublicUrl(text: string): string {
   const trimmed = text.trim();
   if (trimmed === '' || trimmed === '/') return '/';
-  // A value with credentials in it is not repeated: the message reaches the log (issue 16).
+  // A value with credentials in it is not repeated: the message reaches the log.
   const shown = /^[a-z][a-z0-9+.-]*:\/\/[^/?#]*@/i.test(trimmed) ? 'the value' : `"${trimmed}"`;
   const refuse = (why: string): ConfigError =>
     new ConfigError(
@@ -319,7 +320,7 @@ export function parseCorsOrigins(text: string): CorsOrigins | null {
   return Object.freeze([...new Set(origins)]);
 }
 
-/** CONTRACT.md, Events: 0 s, 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h. */
+/** The retry schedule of docs/api.md#delivery: 0 s, 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h. */
 export const DEFAULT_RETRY_SCHEDULE = '0s,5s,5m,30m,2h,5h,10h,10h';
 
 /** `0s,200ms,1s` → [0, 200, 1000]; a wait may be zero, unlike other durations. */

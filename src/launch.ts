@@ -9,7 +9,7 @@ import { tracing } from './tracing-hooks.js';
 
 /**
  * What `serve` needs around the server itself: the settings file that a reload reads again, the
- * start-up line's summary of the settings, and the launcher's lifetime (issue 16).
+ * start-up line's summary of the settings, and the launcher's lifetime.
  */
 
 const LINE = /^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*?)\s*$/;
@@ -30,7 +30,7 @@ export function readSettingsFile(path: string): Record<string, string> {
   text.split(/\r?\n/).forEach((line, index) => {
     if (/^\s*(#.*)?$/.test(line)) return;
     const match = LINE.exec(line);
-    // The line is not repeated: it may hold a secret, and the message reaches the log (issue 16).
+    // The line is not repeated: it may hold a secret, and the message reaches the log.
     if (match === null)
       throw new ConfigError(`${path}:${index + 1}: expected NAME=value (a name of letters, digits and _)`);
     const raw = match[2]!;
@@ -108,7 +108,7 @@ export function settingsSummary(config: Config, port = config.port): Record<stri
     rateLimit: rateLimitText(config.rateLimit),
     workers: config.workers,
     webhookDelivery: config.events.delivery ? 'on' : 'off',
-    // WEBHOOK_ALLOW_PRIVATE=1 is for development: a server started with it says so (issue 33).
+    // WEBHOOK_ALLOW_PRIVATE=1 is for development: a server started with it says so.
     ...(config.events.allowPrivateTargets
       ? { webhookAllowPrivate: 'on: http:// and private addresses are allowed (development only)' }
       : {}),
@@ -139,7 +139,7 @@ export function followLauncher(env: NodeJS.ProcessEnv, onGone: (launcherPid: num
   timer.unref();
 }
 
-/** What failed to start: a log reader filters on it (issue 16). */
+/** What failed to start: a log reader filters on it. */
 export type Component = 'settings' | 'database' | 'http' | 'server';
 
 /** A start-up step that failed, named by the component it concerns. */

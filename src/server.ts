@@ -71,7 +71,7 @@ export async function serve(config: Config, env: NodeJS.ProcessEnv): Promise<voi
   const store = await startupStep('database', () =>
     openStore(config.database, {
       poolSize: config.databasePoolSize,
-      // A lock held elsewhere must never freeze the event loop (issue 13); statements get spans when tracing is on.
+      // A lock held elsewhere must never freeze the event loop; statements get spans when tracing is on.
       sqlite: { locks: 'event-loop', tracing: tracing.current },
       onIdleError: (error) =>
         late.app?.log.warn({ reason: error.message }, 'a database connection failed; the pool replaces it'),
@@ -141,7 +141,7 @@ export async function serve(config: Config, env: NodeJS.ProcessEnv): Promise<voi
     // The dispatcher stops leasing and finishes what it sent.
     const eventsStopped = events.stop();
     // Connections the kernel already holds are accepted, the listener closes, and open connections
-    // are served until none can carry a request (issue 13; see http/protocol.ts).
+    // are served until none can carry a request (see http/protocol.ts).
     const listenBy = Date.now() + config.shutdownGraceMs / 4;
     acceptQueued(app, config.shutdownGraceMs / 4)
       .then(async () => {
@@ -150,7 +150,7 @@ export async function serve(config: Config, env: NodeJS.ProcessEnv): Promise<voi
         // Change-feed streams end only now, since they would hold the drain open: no new connection
         // reaches this process any more, so each client's reconnect (after its `retry:` time) finds
         // another worker or instance, or a refused port it keeps retrying until the server is back,
-        // never this draining one (issue 23). A stream still being set up ends as it starts.
+        // never this draining one. A stream still being set up ends as it starts.
         app.eventStreams.endAll();
         startDraining(app);
         app.log.info({ signal }, 'shutting down: finishing in-flight requests and open connections');

@@ -41,7 +41,7 @@ export interface CliResult {
  * code. Run in this test's own process (runCommand, on streams of its own) unless it must be a
  * process: `serve` (a server that fails to start ends its process), or a working folder of its own
  * (`cwd`). A process of the command costs 0.3 to 0.9 s of CPU to start (Node, then the modules a
- * command loads), and the CLI's tests run hundreds: issue 37 measured them at half of `npm test`'s
+ * command loads), and the CLI's tests run hundreds: as processes they took half of `npm test`'s
  * time on a slow host. The command as a process is proven by the tests that run it through
  * runCliProcess, `npx plant-store` (test/cli/npx.test.ts) and a shell (as-printed, walkthrough).
  */
@@ -162,7 +162,7 @@ export async function startServer(
     child.once('exit', (code) => reject(new Error(`server exited with ${code}: ${errors}${out}`)));
     // A server that never says where it listens fails the test instead of hanging it. A deadline,
     // not a speed: on a 2-core host with a core kept busy and a CI run beside it, a start once
-    // took over 30 s (issue 37), so it is the browser tests' 60 s.
+    // took over 30 s, so it is the browser tests' 60 s.
     deadline = setTimeout(() => {
       child.kill('SIGKILL');
       reject(new Error(`server did not listen within 60 s: ${errors}${out}`));

@@ -5,7 +5,7 @@ import { TOKEN_PREFIX, hasValidChecksum, tokenId, tokenMatches } from './token.j
 import type { UnknownTokenBudget } from './unknown-token-budget.js';
 
 /**
- * Why a token was refused, for the log (issue 16): the token's id when it has one (never the
+ * Why a token was refused, for the log: the token's id when it has one (never the
  * secret), and the reason.
  */
 export class Refusal {
@@ -36,7 +36,7 @@ const UNKNOWN_MAX = 10_000;
  * reused for `cacheMs`, so a revocation made elsewhere (the CLI, another instance) takes effect
  * within that time. Expiry is checked on every request, on the store's clock where it keeps one
  * (the same clock stamped it: this host's clock may be off), and a revoked token is refused
- * whatever any clock says: no revocation is in the future (issue 13).
+ * whatever any clock says: no revocation is in the future.
  */
 export class TokenAuthenticator {
   private readonly cache = new Map<string, Cached>();

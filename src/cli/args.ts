@@ -1,7 +1,7 @@
 // The options of every plant-store command, read the way getopt reads them (POSIX Utility Syntax
 // Guidelines, 7): an option that takes a value takes the next argument even when it starts with
-// '-', so `plants create --id -5` means id -5. node:util parseArgs refuses that as "ambiguous"
-// (issue 17): the README's own example failed with 30 lines of usage.
+// '-', so `plants create --id -5` means id -5. node:util parseArgs refuses that as "ambiguous",
+// which would fail the README's own example.
 import { UsageError } from './output.js';
 
 /** The commands, as the top level knows them. */

@@ -2,8 +2,8 @@ import { request as httpRequest, type IncomingMessage } from 'node:http';
 
 // The `fetch` the plants commands give their client: one request over node:http, answered as the
 // little of a Response that @plant-store/client reads (status, statusText, headers.get, text).
-// The global fetch loads node's bundled undici on its first call: 0.1 s of CPU, half of what a
-// `plants list` cost in all (issue 35, 3: a command answers in under 0.5 s on a busy 2-core host).
+// The global fetch loads node's bundled undici on its first call: 0.1 s of CPU, as much as the rest
+// of a `plants list`, and a command must answer in under 0.5 s on a busy 2-core host.
 // It fails as fetch does, so the client's retry rules read it the same: TypeError('fetch failed')
 // with the socket's error as its cause, or the signal's reason once the signal aborted.
 

@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url';
 import { shellWord } from '../wire/shell.js';
 
 // A hint that prints a command (the next page of `webhooks deliveries`) prints it the way it runs
-// in the shell that started this one (issue 35, 3): a bare `plant-store` is "command not found" in
+// in the shell that started this one: a bare `plant-store` is "command not found" in
 // a checkout whose bin/ is not on the PATH, so the hint says `plant-store` only when the PATH
 // finds this very program, `npx plant-store` under npx, and `node <this program>` otherwise.
 

@@ -48,7 +48,7 @@ async function serveCommand(args: string[]): Promise<number> {
       await runPrimary(config, { env: io().env, settingsFile: file, workersFlag: values.workers !== undefined });
     else await serve(config, io().env);
   } catch (error) {
-    logStartupFailure(error, level); // the one JSON line naming the component that failed (issue 16)
+    logStartupFailure(error, level); // the one JSON line naming the component that failed
     throw error;
   }
   return 0;

@@ -20,7 +20,7 @@ export const err = (text: string): void => void io().stderr.write(`${text}\n`);
 /**
  * A reader that stops early (`plant-store export | head -1`) closes the pipe. Node ignores SIGPIPE,
  * which ends other commands quietly there, and reports EPIPE on the next write instead: a stack
- * trace, or "write EPIPE" and exit 1 (issue 17). The reader has what it wanted and nothing more can
+ * trace, or "write EPIPE" and exit 1. The reader has what it wanted and nothing more can
  * be written, so the command ends at once with exit 0. An unwritable stderr is ignored: there is
  * nowhere left to say anything. Not for `serve`, whose logs do not go through process.stdout.
  */

@@ -36,8 +36,8 @@ async function emit(text: string): Promise<void> {
 
 /**
  * The first `limit` plants (all without one), `pageSize` per request (the server's default without
- * one): `--limit` is what the user sees, the page size only how it is fetched (issue 17: `--limit 1`
- * printed every plant). The last request asks for no more than are still wanted.
+ * one): `--limit` is what the user sees, the page size only how it is fetched (`--limit 1` prints
+ * one plant, whatever the page size). The last request asks for no more than are still wanted.
  */
 async function* firstPlants(
   client: PlantStoreClient,
@@ -81,7 +81,7 @@ async function plantsList(args: string[]): Promise<void> {
     if (rows.length === 0) err('No plants.');
     else out(table([['NAME', 'TAG'], ...rows.map((p) => [p.name, p.tag ?? ''])]));
   } else {
-    // Names and tags hold no control characters (the contract), so a tab and a newline delimit them.
+    // Names and tags hold no control characters (docs/api.md#shapes), so a tab and a newline delimit them.
     for await (const plant of plants) await emit(`${plant.name}\t${plant.tag ?? ''}\n`);
   }
 }

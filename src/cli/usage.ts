@@ -106,7 +106,8 @@ const PLANTS_CONNECTION_USAGE = `  These take --url <url> (or PLANT_STORE_URL; d
  * at PLANT_STORE_URL (test/cli/as-printed.test.ts runs them so, as printed). They delete what they
  * create, so that the examples after them in docs/cli.md run too (test/docs/walkthrough.test.ts).
  * The token is assigned on a line of its own: `export T="$(…)"` answers export's status, 0, when
- * the command fails, and went on with an empty token (issue 35, 3); `T=$(…)` answers the command's.
+ * the command fails, so the lines after it would go on with an empty token; `T=$(…)` answers the
+ * command's.
  */
 export const EXAMPLES = [
   'PLANT_STORE_TOKEN=$(plant-store token create --subject alice --scopes plants:read,plants:write)',
@@ -124,7 +125,7 @@ export const EXAMPLES = [
   'plant-store token revoke "$PLANT_STORE_TOKEN"',
 ];
 
-/** What makes the bare `plant-store` of the usage and the docs run in a checkout (issue 35, 3). */
+/** What makes the bare `plant-store` of the usage and the docs run in a checkout. */
 export const CHECKOUT_PATH = 'export PATH="$PWD/bin:$PATH"';
 
 export const USAGE = `Usage: plant-store <command> [options]      (plant-store <command> --help: that command alone)
@@ -172,7 +173,7 @@ const ENTRIES = (() => {
 
 /**
  * The usage of one command (`plants create`) or group (`plants`): what follows a mistake in it,
- * instead of all of USAGE (issue 17: one wrong option printed 30 lines). Undefined for an unknown one.
+ * instead of all of USAGE, whose 30 lines would bury the one mistake. Undefined for an unknown one.
  */
 export function usageFor(command: string): string | undefined {
   const own = ENTRIES.filter((entry) => entry.startsWith(`  ${command} `) || entry === `  ${command}`);

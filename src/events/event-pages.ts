@@ -7,8 +7,9 @@ import { EXAMPLE_PLANT, Int64 } from '../wire/schemas.js';
 import { EVENT_TYPES, type EventRow, type EventStore, type EventType } from '../store/event-store.js';
 import { type TypeFilter, typesQueryText } from './event-types-query.js';
 
-// The change feed as pages of JSON (CONTRACT.md, Events 1.2.0), for pollers and scripts: the same
-// events as the stream, by `?after=`, `?limit=` and `?types=`, each page linking to the next.
+// The change feed as pages of JSON (interface 1.2.0; docs/api.md#the-change-feed), for pollers and
+// scripts: the same events as the stream, by `?after=`, `?limit=` and `?types=`, each page linking
+// to the next.
 
 export const PAGE_LIMIT = { min: 1, max: 1000, default: 100 } as const;
 

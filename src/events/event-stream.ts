@@ -69,7 +69,7 @@ export class EventStream implements TailSubscriber {
     private readonly owner: string | null,
     after: bigint,
     private readonly onClose: () => void,
-    /** Only events of these types (?types=, issue 23); null: every type. */
+    /** Only events of these types (?types=); null: every type. */
     private readonly types: TypeFilter = null,
     /** The head declared a chunked body (stream-response.ts, chunkedBody): what is written is framed so. */
     private readonly chunked = false,

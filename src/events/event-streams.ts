@@ -21,15 +21,15 @@ const checkKey = (credential: StreamCredential): string =>
 
 /**
  * How often the tokens of open streams are checked again. A stream must end within 5 s of its
- * token's revocation or expiry (CONTRACT.md, "A stream ends with its token"); a revocation made
+ * token's revocation or expiry (docs/api.md#the-change-feed); a revocation made
  * elsewhere reaches this process within the token cache's 2 s, and this adds at most 1 s.
  */
 const TOKEN_CHECK_MS = 1000;
 
 /**
  * Token checks in flight at once. A check that is not cached is a query; thousands sent at once
- * would queue ahead of every request and of the tail's reads in the store's pool (issue 36: on
- * PostgreSQL an event then waited behind 2,000 lookups), so a few at a time go, one after another.
+ * would queue ahead of every request and of the tail's reads in the store's pool (on PostgreSQL an
+ * event would wait behind thousands of lookups), so a few at a time go, one after another.
  */
 const CHECKS_AT_ONCE = 4;
 
@@ -63,7 +63,8 @@ export class EventStreams {
 
   /**
    * A place for one more stream of this token, or undefined past `max`. Taken synchronously, before
-   * the stream's setup awaits the database, so that a burst cannot all read the same count (issue 23).
+   * the stream's setup awaits the database, so that a burst cannot all read the same count and
+   * together pass the limit of docs/api.md#the-change-feed.
    */
   take(tokenId: string, max: number): Place | undefined {
     const count = this.places.get(tokenId) ?? 0;

@@ -9,7 +9,7 @@ import type { TokenStore } from '../store/store.js';
 
 /** What every ticket starts with: the request log redacts it wherever it appears (http/request-log.ts). */
 export const TICKET_PREFIX = 'pse_';
-/** How long a ticket may wait to be spent (CONTRACT.md 1.3.0: 60 s). */
+/** How long a ticket may wait to be spent: 60 s (interface 1.3.0; docs/api.md#the-change-feed). */
 export const TICKET_LIFETIME_MS = 60_000;
 const TICKET = /^pse_[A-Za-z0-9_-]{43}$/;
 

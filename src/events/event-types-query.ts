@@ -5,9 +5,9 @@ import { EVENT_TYPES, type EventType } from '../store/event-store.js';
 export type TypeFilter = ReadonlySet<EventType> | null;
 
 /**
- * `?types=plant.created,plant.deleted` (CONTRACT.md, Events 1.2.0): the types, comma-separated,
- * spaces around each allowed; an unknown or empty one is a 400 that names the known ones. Asking
- * for every type is no filter at all (null), so the store reads as it did before.
+ * `?types=plant.created,plant.deleted` (interface 1.2.0; docs/api.md#the-change-feed): the types,
+ * comma-separated, spaces around each allowed; an unknown or empty one is a 400 that names the known
+ * ones. Asking for every type is no filter at all (null), so the store reads every type unfiltered.
  */
 export function parseTypesQuery(text: string | undefined): TypeFilter {
   if (text === undefined) return null;

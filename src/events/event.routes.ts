@@ -164,7 +164,7 @@ export const ticketSchema = {
   },
 };
 
-/** GET /events: the change feed (CONTRACT.md, Events). */
+/** GET /events: the change feed (docs/api.md#the-change-feed). */
 export function eventRoutes(
   store: EventStore,
   options: EventFeedOptions,
@@ -208,7 +208,7 @@ export function eventRoutes(
       { schema: eventFeedSchema, config: { scope: 'plants:read' }, exposeHeadRoute: false },
       async (request, reply) => {
         const { principal } = request;
-        // One resource, two representations (issue 23): caches and clients must key on Accept.
+        // One resource, two representations: caches and clients must key on Accept.
         varyOnAccept(reply);
         const types = parseTypesQuery(request.query.types);
         if (wantsPages(request.headers.accept)) {
@@ -225,7 +225,7 @@ export function eventRoutes(
             { 'retry-after': '5' },
           );
         }
-        // A client that leaves while its stream is set up frees its place at once (issue 23): an
+        // A client that leaves while its stream is set up frees its place at once: an
         // EventSource reconnecting over a bad link would otherwise lock its token out.
         const socket = request.raw.socket;
         const leave = (): void => place.release();
@@ -249,7 +249,7 @@ export function eventRoutes(
           place.release();
           return void reply.hijack(); // nobody to answer
         }
-        // The streams were ended while this one was set up: it would hold the shutdown open (issue 23).
+        // The streams were ended while this one was set up: it would hold the shutdown open.
         if (registry.closing) {
           place.release();
           return reconnectLater(request, reply);

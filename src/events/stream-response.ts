@@ -22,7 +22,7 @@ export function startStream(request: FastifyRequest, reply: FastifyReply): Serve
     'x-request-id': request.id,
     'x-accel-buffering': 'no', // nginx: pass each event on at once
     // The connection ends with the stream: the client's reconnect opens a new one, which reaches a
-    // server that listens, rather than reusing one to a server that is draining (issue 23).
+    // server that listens, rather than reusing one to a server that is draining.
     connection: 'close',
     // Declared, not left to Node: Node frames what write() and end() send by it, and ends the body
     // with the last chunk; EventStream writes whole chunks of its own after the head.

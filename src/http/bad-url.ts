@@ -18,8 +18,8 @@ function scopeOf(method: string, path: string): Scope {
 
 /**
  * Fastify's routing errors (a path with malformed percent-encoding, such as `DELETE /plants/%FF`)
- * come before any route, so no hook runs. On the API's paths the contract still wants
- * authentication first (issue 13): an unauthenticated caller gets 401, a token without the scope
+ * come before any route, so no hook runs. On the API's paths authentication still comes first
+ * (docs/api.md#authentication): an unauthenticated caller gets 401, a token without the scope
  * 403, and only an authorized one learns that its URL is not valid (400). Elsewhere the 400 stands.
  */
 export function apiFrameworkErrors(authenticator: TokenAuthenticator, cors?: Cors) {

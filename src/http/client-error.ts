@@ -6,7 +6,7 @@ import { rawErrorResponse } from './raw-response.js';
 
 /**
  * Errors Node's HTTP parser raises before Fastify sees a request (a bad request line, oversized
- * headers, a client too slow to send its request) still get the Error body (CONTRACT.md).
+ * headers, a client too slow to send its request) still get the Error body (docs/api.md#errors).
  */
 export function clientErrorHandler(this: FastifyInstance, error: NodeJS.ErrnoException, socket: Socket): void {
   if (error.code === 'ECONNRESET' || socket.destroyed) return;

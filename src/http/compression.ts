@@ -2,7 +2,8 @@ import compress from '@fastify/compress';
 import type { FastifyInstance, FastifyReply, onSendHookHandler } from 'fastify';
 import { brotliCompress, brotliCompressSync, constants, gzip, gzipSync } from 'node:zlib';
 
-// Compressed answers (issue 15): gzip and brotli, chosen by Accept-Encoding (RFC 9110 §12.5.3).
+// Compressed answers (docs/api.md#compression-etags-and-cors): gzip and brotli, chosen by
+// Accept-Encoding (RFC 9110 §12.5.3).
 // GET /plants encodes its pages itself (http/representation.ts), once a page, so that each encoding
 // has its own entity tag; every other route goes through @fastify/compress with the same settings.
 

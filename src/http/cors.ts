@@ -1,7 +1,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { CorsOrigins } from '../config.js';
 
-// Browser apps on other origins (CORS_ORIGINS; the Fetch standard's CORS protocol, issue 15).
+// Browser apps on other origins (CORS_ORIGINS; the Fetch standard's CORS protocol; docs/cors.md).
 // Written here rather than with @fastify/cors: its hook would have to run before the HTTP layer's
 // own onRequest (whose 404/405 answers must carry these headers too), so its preflight answers
 // would miss X-Request-Id; Fastify's frameworkErrors answers run no hook at all and need the same

@@ -6,7 +6,7 @@ import type { DatabaseOutage } from './outage.js';
 
 /**
  * Maps any error to a status and message. Statuses come from typed errors and Fastify's error
- * codes, never from message text (STYLE.md, "One error path").
+ * codes, never from message text (docs/conventions.md#errors).
  */
 export function classify(error: FastifyError | HttpError): { status: number; message: string } {
   if (error instanceof HttpError) return { status: error.statusCode, message: error.message };

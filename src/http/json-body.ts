@@ -68,9 +68,10 @@ export function registerJsonBody(app: FastifyInstance): void {
       }
     }
   });
-  // Any other Content-Type, or none with a body: without this catch-all Fastify answered with its own
-  // FST_ERR_CTP_INVALID_MEDIA_TYPE, "Unsupported Media Type", the one error that did not say what to
-  // send (issue 17). Unknown routes still answer 404/405, as Fastify's default lets them.
+  // Any other Content-Type, or none with a body: a 415 that says what to send. Without this
+  // catch-all Fastify would answer with its own FST_ERR_CTP_INVALID_MEDIA_TYPE, "Unsupported Media
+  // Type", the one error that would not say it. Unknown routes still answer 404/405, as Fastify's
+  // default lets them.
   app.addContentTypeParser('*', (request, _payload, done) => {
     if (request.is404) done(null, undefined);
     else done(unreadable(request) ?? notJson(), undefined);

@@ -2,7 +2,7 @@ import type { IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
 
 /**
- * A lingering close (issue 38; RFC 9112 §9.6, nginx's `lingering_close`): an answer sent before
+ * A lingering close (RFC 9112 §9.6, nginx's `lingering_close`): an answer sent before
  * the request's body arrived (413, 401, 403, 415, 429, 503…) closes its connection, but a client
  * is often still writing that body, and many (node's http, Python's http.client, Java's
  * HttpURLConnection) read nothing until they have written it all. Closed at once, the connection
@@ -19,9 +19,10 @@ import type { Socket } from 'node:net';
 export const LINGER_MS = 5_000;
 /**
  * How much of the body is read and discarded at most from the answer on; past it the client is cut
- * off (a reset). Not 1 MiB: node's http.request, streaming a 20 MiB body under load, was still
- * writing past 1 MiB, 4 MiB and 16 MiB before it read the answer (10–30 %, 2 %, 1 in 200 of its
- * answers lost; issue 38), since the kernels' buffers on both sides keep taking its writes.
+ * off (a reset). Not 1 MiB: node's http.request, streaming a 20 MiB body under load, can still be
+ * writing past 1 MiB, and now and then past 16 MiB, before it reads the answer, since the kernels'
+ * buffers on both sides keep taking its writes; a smaller bound would lose such a client's answer
+ * (the measurements: docs/decisions.md, "A body that is too large, and every answer before the body").
  */
 export const LINGER_BYTES = 64 * 1024 * 1024;
 

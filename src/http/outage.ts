@@ -5,7 +5,7 @@ import type { Store } from '../store/store.js';
 const PROBE_MS = 1000;
 
 /**
- * A database outage, as an operator reads it (issue 16): one line when requests start being
+ * A database outage, as an operator reads it: one line when requests start being
  * refused for it, with the reason, and one when the database answers again, with how long it was
  * away and how many requests were refused meanwhile: not a stack trace per refused request.
  */

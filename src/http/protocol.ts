@@ -96,7 +96,7 @@ export function installProtocol(app: FastifyInstance, cors?: Cors): void {
     // Close the connection after this response when draining (the client then sends no more on it,
     // so closing it races nothing), or when it answers before the request's body arrived: the unread
     // bytes must not be taken for the next request, nor time out into a second answer. That close
-    // lingers, so that a client still sending gets to read the answer (issue 38).
+    // lingers, so that a client still sending gets to read the answer (http/lingering-close.ts).
     if (answeredEarly(request)) {
       void reply.header('connection', 'close');
       lingerAfterAnswer(request.raw);
@@ -121,7 +121,8 @@ export function installProtocol(app: FastifyInstance, cors?: Cors): void {
   });
 }
 
-// A graceful stop (issue 13), in three steps: acceptQueued(), stopListening(), startDraining().
+// A graceful stop (docs/api.md#postgresql-failover-and-shutdown), in three steps: acceptQueued(),
+// stopListening(), startDraining().
 // No request that reaches the server goes unanswered, and no connection is closed while its client
 // may still send on it: the kernel would answer that request with a reset, which a load balancer
 // turns into a 502 and does not retry for a POST.

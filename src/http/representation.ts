@@ -2,8 +2,9 @@ import { hash } from 'node:crypto';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { COMPRESSION_THRESHOLD, type Encoding, encode, negotiateEncoding, varyOnEncoding } from './compression.js';
 
-// Conditional requests (issue 15): a body sent again and again carries a strong entity tag made
-// from its bytes, and `If-None-Match` with that tag answers 304 (RFC 9110 §13.1.2, §15.4.5).
+// Conditional requests (docs/api.md#compression-etags-and-cors): a body sent again and again
+// carries a strong entity tag made from its bytes, and `If-None-Match` with that tag answers 304
+// (RFC 9110 §13.1.2, §15.4.5).
 
 /**
  * A body that many responses send (a list page): its text, and for each content coding its bytes

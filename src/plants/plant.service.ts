@@ -40,7 +40,8 @@ export class PlantService {
     const result = await this.store.createPlant(plant);
     if (result.created) return toPlant(plant);
     if (samePlant(result.existing, plant)) return toPlant(result.existing);
-    // The message is the same whoever holds the id: it must not tell who owns it (CONTRACT.md).
+    // The message is the same whoever holds the id: it must not tell who owns it
+    // (docs/api.md#create-a-plant).
     throw new HttpError(409, `a plant with id ${plant.id} already exists`);
   }
 

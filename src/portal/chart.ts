@@ -5,8 +5,8 @@ import type { Activity } from './shapes.js';
 // failed stacked above. 24 bars need no chart library (docs/decisions.md).
 //
 // The bars stretch to the panel's width (preserveAspectRatio none), and the hour labels are HTML
-// under them, sized in CSS pixels: as SVG text they shrank with the drawing, to 5 px on a phone
-// (issue 35, point 4).
+// under them, sized in CSS pixels: as SVG text they would shrink with the drawing, to 5 px on a
+// phone.
 
 const WIDTH = 720;
 const HEIGHT = 100;

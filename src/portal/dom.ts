@@ -1,5 +1,5 @@
 // The page builds its elements here. Every value from the API goes in as a text node or an
-// attribute value, never as markup (no innerHTML anywhere in the page: issue 27, point 6), so a
+// attribute value, never as markup (no innerHTML anywhere in the page), so a
 // webhook description of `<img src=x onerror=alert(1)>` shows as those characters.
 
 export type Child = Node | string | number | null | undefined | false;
@@ -43,7 +43,7 @@ export const NONE = '—';
 /**
  * A table cell that carries its column's name: hidden on a wide screen, where the table's head
  * names it, and shown before the value on a phone, where the rows become cards and the head is
- * out of sight (portal.css; issue 35, point 4). Hidden from screen readers, which have the head.
+ * out of sight (portal.css). Hidden from screen readers, which have the head.
  * A cell of NONE alone is left out of a phone's card, which is long enough without it.
  */
 export function cell(label: string, ...children: Child[]): HTMLTableCellElement {

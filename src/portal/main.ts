@@ -7,7 +7,7 @@ import type { Page } from './page.js';
 import { cleanToken, forgetToken, savedToken, saveToken, tokenLabel } from './session.js';
 import { WebhooksPanel } from './webhooks.js';
 
-// The subscribers' page (issue 27, docs/portal.md): sign in with a token, then the webhooks, the
+// The subscribers' page (docs/portal.md): sign in with a token, then the webhooks, the
 // deliveries of the one chosen, and the live feed. Everything is read again every 10 seconds, and
 // sooner when a delivery shown is due to be sent, or after an event.
 

@@ -1,5 +1,5 @@
-// The token lives in this tab's sessionStorage and nowhere else: not in a URL, a cookie or
-// localStorage (issue 27, point 2). It goes when the tab closes or on Sign out.
+// The token lives in this tab's sessionStorage and nowhere else: not in a URL (history, logs), a
+// cookie or localStorage (they outlive the tab). It goes when the tab closes or on Sign out.
 
 const KEY = 'plant-store.token';
 

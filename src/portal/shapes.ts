@@ -1,6 +1,6 @@
 import type { DisabledReason } from './words.js';
 
-// The answers the page reads, as CONTRACT.md and docs/api.md give them. The server's TypeBox
+// The answers the page reads, as docs/api.md#webhooks gives them. The server's TypeBox
 // schemas (src/webhooks/) are the source; the page cannot import them (they are Node modules), so
 // it names the fields it uses here. Ids of deliveries and events are int64: parseJson (json.ts)
 // gives a long one as its decimal text.

@@ -1,4 +1,4 @@
-// Times and states in words, as a subscriber reads them (issue 27: "shown in words, not codes").
+// Times and states in words, not codes, as a subscriber reads them (docs/portal.md).
 // Pure: the page's modules and the unit tests (test/portal/) share it.
 
 export type DisabledReason = 'gone' | 'failing' | 'manual' | null;
@@ -38,7 +38,7 @@ export function failingSince(iso: string, now: number): string {
   return `failing since ${localTime(iso)} (${ago(iso, now)})`;
 }
 
-/** A webhook's status and `disabledReason` (CONTRACT.md, Events 1.2.0). */
+/** A webhook's status and `disabledReason` (docs/api.md#webhooks). */
 export function statusWords(status: 'active' | 'disabled', reason: DisabledReason): string {
   if (status === 'active') return 'active';
   switch (reason) {

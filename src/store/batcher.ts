@@ -29,7 +29,7 @@ interface Sent<I, O> {
  * request of its own would have.
  *
  * Each item has a deadline, `maxWaitMs` after it arrived, that holds whether it still waits for a
- * slot or its batch was sent (issue 13): one timer is armed for the earliest deadline of the items
+ * slot or its batch was sent: one timer is armed for the earliest deadline of the items
  * not yet answered, and re-armed for the next one when it fires, so the Nth waiter fails at its
  * own deadline, not at a check scheduled for the first.
  */

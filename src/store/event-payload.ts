@@ -1,6 +1,6 @@
 import type { PlantRecord } from './store.js';
 
-// The payloads of CONTRACT.md's events, as the JSON text stored and sent: ids are written from
+// The events' payloads (docs/api.md#events), as the JSON text stored and sent: ids are written from
 // the bigint, so ids beyond 2^53 stay exact (never through a JS number).
 
 /** plant.created: exactly a NewPlant, `tag` only when the plant has one. */

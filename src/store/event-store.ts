@@ -22,7 +22,7 @@ export interface EventRecord {
 }
 
 /**
- * An event as the feed's JSON pages read it (issue 23): the id as decimal text (exact, and no
+ * An event as the feed's JSON pages read it: the id as decimal text (exact, and no
  * bigint made per row), the type, the payload as stored, the time in ms. No owner: the read
  * chose by it already.
  */
@@ -30,7 +30,7 @@ export type EventRow = readonly [id: string, type: EventType, payload: string, c
 
 /**
  * Where the next batch of one pruning run may start its walk: past the rows the run's batches
- * removed (issue 36: on PostgreSQL their index entries stay until a vacuum, and a walk from the
+ * removed (on PostgreSQL their index entries stay until a vacuum, and a walk from the
  * oldest would pass them all again). Only within a run: the next run starts from the oldest, so
  * an event that commits behind the cursor (or grows old there) is found then.
  */

@@ -1,6 +1,6 @@
-// The storage port: what the rules need from a database, and nothing about SQL (STYLE.md). Here the
-// plants' and the tokens' parts and the whole Store; the events' part is event-store.ts, the
-// webhooks' webhook-store.ts.
+// The storage port: what the rules need from a database, and nothing about SQL
+// (docs/conventions.md#layout). Here the plants' and the tokens' parts and the whole Store; the
+// events' part is event-store.ts, the webhooks' webhook-store.ts.
 
 import type { EventStore } from './event-store.js';
 import type { WebhookStore } from './webhook-store.js';
@@ -63,7 +63,7 @@ export interface PlantStore {
   /**
    * Every plant in id order, `pageSize` at a time, all read from one snapshot: the store as it was
    * at one instant, whatever commits while the pages are read (writers are not blocked meanwhile).
-   * What `plant-store export` uses (issue 5 of the operations issue).
+   * What `plant-store export` uses.
    */
   snapshotPlants(pageSize: number): AsyncIterable<readonly PlantRecord[]>;
 }
@@ -85,7 +85,7 @@ export interface TokenRecord {
   readonly scopes: readonly string[];
   readonly createdAt: number;
   readonly expiresAt: number | null;
-  /** When the token was revoked; any value means revoked, whatever any clock says (issue 13). */
+  /** When the token was revoked; any value means revoked, whatever any clock says. */
   readonly revokedAt: number | null;
   /**
    * The store's clock when this record was read, where the store keeps time itself (PostgreSQL:

@@ -115,7 +115,7 @@ export interface AttemptOutcome {
   readonly healthy: boolean;
   /** Disables the webhook at once (a 410). */
   readonly disable: 'gone' | null;
-  /** Disables the webhook once it has failed every attempt for this long (CONTRACT.md: 5 days). */
+  /** Disables the webhook once it has failed every attempt for this long (5 days, docs/api.md#delivery). */
   readonly disableWhenFailingForMs: number;
   /** For the attempt log: how long the attempt took, and the start of the receiver's answer. */
   readonly durationMs: number;
@@ -123,7 +123,7 @@ export interface AttemptOutcome {
 }
 
 /**
- * A process's in-flight deliveries by subject (contract 1.3.0, fairness): one subject whose
+ * A process's in-flight deliveries by subject (a fair share, docs/api.md#delivery): one subject whose
  * receivers hang or fail holds at most `perSubject` of them, whatever its number of webhooks.
  */
 export interface SubjectShares {
@@ -145,7 +145,7 @@ export interface SubjectShares {
  * `byOrigin`'s room for its URL's origin (originOf) when the map has one (a receiver seen to
  * answer), and otherwise `room` (1: one delivery in flight until its receiver is known), for at most
  * `most` such webhooks in one claim (the newcomers' share of the process). A hanging receiver so
- * costs one slot for one timeout before it is known, not its whole share (issue 36).
+ * costs one slot for one timeout before it is known, not its whole share.
  */
 export interface Newcomers {
   readonly byOrigin: ReadonlyMap<string, number>;

@@ -6,12 +6,13 @@ import { CachedReading } from './cached-reading.js';
 
 /**
  * How often the database gauges (backlog, oldest pending, webhooks by status) are read at most,
- * per process: issue 23 asks for them "cheaply and at most every few seconds, not per scrape".
+ * per process, never once per scrape: however many scrapers there are, the database sees the same
+ * few cheap reads.
  */
 export const BACKLOG_EVERY_MS = 5000;
 /** The longest a scrape waits for that read; past it, the last reading answers. */
 const BACKLOG_WAIT_MS = 2000;
-/** One attempt is at most the delivery timeout, 10 s (CONTRACT.md). */
+/** One attempt is at most the delivery timeout, 10 s (docs/api.md#delivery). */
 const ATTEMPT_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 
 export interface EventSeriesOptions {
@@ -24,8 +25,9 @@ export interface EventSeriesOptions {
 }
 
 /**
- * The event side's series (CONTRACT.md, interface 1.2.0, Metrics; docs/monitoring.md): attempts
- * counted by the dispatcher as they end, the backlog read from the database, open streams.
+ * The event side's series (interface 1.2.0; docs/api.md#health-documentation-and-metrics, and
+ * docs/monitoring.md): attempts counted by the dispatcher as they end, the backlog read from the
+ * database, open streams.
  */
 export class EventSeries {
   private readonly attempts: Record<AttemptResultKind, Counter.Internal>;

@@ -2,7 +2,7 @@ import { readFile, readdir } from 'node:fs/promises';
 import { extname } from 'node:path';
 import type { FastifyPluginAsync, FastifyReply } from 'fastify';
 
-// GET /portal: the subscribers' page (issue 27, docs/portal.md). Its files are built from
+// GET /portal: the subscribers' page (docs/portal.md). Its files are built from
 // src/portal/ into dist/portal/ by `npm run build` (run by `npm ci`), read once here at start and
 // served from memory: nothing is built or read from disk when a request comes. The page asks for
 // a token itself and calls the API on this origin, so its routes need none.

@@ -87,7 +87,10 @@ async function docsOptions(): Promise<SwaggerUiOptions> {
   };
 }
 
-/** Public routes, registered outside the authenticated scope (STYLE.md, "Public routes by scope"). */
+/**
+ * Public routes, registered outside the authenticated scope: they need no bearer token
+ * (docs/api.md#health-documentation-and-metrics).
+ */
 export function systemRoutes({ store, openapi, draining = () => false }: SystemDeps): FastifyPluginAsyncTypebox {
   return async (app) => {
     let document: Record<string, unknown> | undefined;

@@ -26,7 +26,8 @@ export interface ImportSummary {
 
 // One transaction (one fsync) per batch: 50,000 plants measured 2× faster than 5,000 on SQLite.
 const BATCH = 50_000;
-// As many as the CLI prints: 4,000,000 invalid lines, all kept, used to take 790 MiB (issue 13).
+// As many as the CLI prints, so that memory stays bounded whatever the input: 4,000,000 invalid
+// lines, all kept, would take about 790 MiB.
 const PROBLEMS_KEPT = 50;
 
 /**

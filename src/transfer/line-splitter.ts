@@ -1,7 +1,7 @@
 /**
  * The longest line `import` reads, in bytes without the line break. The longest valid plant line,
  * with every character of owner, name and tag escaped as a surrogate pair, is about 6 KB: 64 KiB
- * leaves room for any whitespace a tool may add, and bounds what one line can cost (issue 13).
+ * leaves room for any whitespace a tool may add, and bounds what one line can cost.
  */
 export const MAX_LINE_BYTES = 64 * 1024;
 
@@ -16,10 +16,11 @@ export type SplitLine = Buffer | OverlongLine;
  * Splits bytes into lines at LF, dropping a CR before it; a final line may lack the line break.
  * Lines are bytes, so that invalid UTF-8 can be refused: readline would quietly turn it into U+FFFD.
  *
- * Linear in the input whatever the chunks and lines (issue 13: the unfinished line used to be
- * copied again with every chunk). A line inside one chunk is handed out as a view of it; only an
- * unfinished line is copied, once into a buffer of the cap's size (plus a CR) and once more when
- * it ends, and a line that outgrows the cap is from then on only counted, until its line break.
+ * Linear in the input whatever the chunks and lines: an unfinished line is never copied again with
+ * every chunk, which would be quadratic in a long line's length. A line inside one chunk is handed
+ * out as a view of it; only an unfinished line is copied, once into a buffer of the cap's size
+ * (plus a CR) and once more when it ends, and a line that outgrows the cap is from then on only
+ * counted, until its line break.
  */
 export class LineSplitter {
   private readonly pending: Buffer;

@@ -1,9 +1,10 @@
 import Type, { type Static } from '#typebox';
 import type { AttemptCounts, AttemptSpan } from '../store/webhook-store.js';
 
-// GET /webhooks/{id}/activity (issue 27): a webhook's attempts of the last 24 hours, by the hour,
-// for the chart of the subscriber's page. An attempt is `delivered` when the receiver answered
-// 2xx, as a delivery is; every other one (an HTTP error, no answer, a refused address) `failed`.
+// GET /webhooks/{id}/activity (docs/api.md#webhooks): a webhook's attempts of the last 24 hours, by
+// the hour, for the chart of the subscriber's page. An attempt is `delivered` when the receiver
+// answered 2xx, as a delivery is; every other one (an HTTP error, no answer, a refused address)
+// `failed`.
 
 const HOUR_MS = 3_600_000;
 /** The hours shown: the one under way and the 23 before it. */

@@ -3,11 +3,11 @@ import type { LookupAddress } from 'node:dns';
 import { BlockList, isIP, type LookupFunction } from 'node:net';
 
 /**
- * Where a webhook may be delivered (CONTRACT.md, Events: "Private, loopback, link-local and
- * unique-local targets are refused, at registration when the host is a literal address (400) and at
- * every delivery after DNS resolution"). Everything that is not plainly a public unicast address is
- * refused: a webhook receiver never legitimately lives in a documentation or benchmark range, and a
- * server-side request forgery only needs one forgotten range.
+ * Where a webhook may be delivered (docs/api.md#webhooks, docs/api.md#delivery): private, loopback,
+ * link-local and unique-local targets are refused, at registration when the host is a literal
+ * address (400) and at every attempt after DNS resolution. Everything that is not plainly a public
+ * unicast address is refused: a webhook receiver never legitimately lives in a documentation or
+ * benchmark range, and a server-side request forgery only needs one forgotten range.
  */
 export type AddressClass =
   | 'public'
@@ -118,7 +118,7 @@ export function classifyAddress(ip: string): AddressClass {
 }
 
 export interface AddressPolicyOptions {
-  /** WEBHOOK_ALLOW_PRIVATE=1: development and tests only (CONTRACT.md, Events). */
+  /** WEBHOOK_ALLOW_PRIVATE=1: development and tests only (docs/api.md#webhooks). */
   readonly allowPrivate: boolean;
 }
 

@@ -16,7 +16,8 @@ const STILL_SATURATED = 0.5;
 const MAX_DIPS = 3;
 /**
  * And the request rate above which: a loop can be that busy at a modest rate (SQLite's fsyncs
- * block it), and at 1,000 creates/s deliveries must keep up (issue 14: p99 ≤ 200 ms).
+ * block it), and at 1,000 creates/s deliveries must keep up (p99 ≤ 200 ms from a create's answer to
+ * its delivery).
  */
 const BUSY_REQUESTS_PER_SECOND = 2000;
 

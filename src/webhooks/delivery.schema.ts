@@ -3,8 +3,8 @@ import { PING_TYPE } from '../store/webhook-store.js';
 import { int64 } from '../wire/schemas.js';
 import { EXAMPLE_WEBHOOK, EventTypeSchema, Timestamp, WebhookId } from './webhook.schema.js';
 
-// The shapes of a webhook's deliveries (CONTRACT.md, Events 1.1.0 and 1.2.0): a delivery, its
-// attempts, and a recover. The examples go on EXAMPLE_WEBHOOK's story.
+// The shapes of a webhook's deliveries (docs/api.md#webhooks): a delivery (interface 1.1.0), its
+// attempts and a recover (interface 1.2.0). The examples go on EXAMPLE_WEBHOOK's story.
 
 const EXAMPLE_DELIVERY_ID = 7;
 

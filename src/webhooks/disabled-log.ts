@@ -8,7 +8,7 @@ const WHY: Readonly<Record<DisabledReason, string>> = {
 };
 
 /**
- * The one `warn` line of a webhook disabled (CONTRACT.md 1.2.0, Logs): which, whose and why. Of its
+ * The one `warn` line of a webhook disabled (docs/api.md#delivery): which, whose and why. Of its
  * URL only the origin: receivers' URLs often carry a credential in the path or the query (a
  * Slack-style /services/T…/B…/secret), and the id names the webhook anyway.
  */

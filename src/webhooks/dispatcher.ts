@@ -288,7 +288,7 @@ export class Dispatcher {
   /**
    * Records the attempt's outcome. Should that fail, it is recorded again without the attempt's
    * details (the receiver's answer, the error's words): whatever a receiver answered, the outcome
-   * counts (contract 1.3.0), and a delivery is never left to be sent again and again because its
+   * counts (docs/api.md#delivery), and a delivery is never left to be sent again and again because its
    * answer could not be stored. Throws when that fails too (the database is away): the lease then
    * runs out and the delivery is sent again, at least once and never lost.
    */

@@ -2,16 +2,16 @@ import type { EventSettings } from '../config.js';
 import type { AttemptOutcome } from '../store/webhook-store.js';
 import type { WebhookAttempt } from './sender.js';
 
-/** The longest wait a receiver's Retry-After may ask for (CONTRACT.md 1.2.0: "at most 24 h away"). */
+/** The longest wait a receiver's Retry-After may ask for (docs/api.md#delivery: "at most 24 h away"). */
 export const MAX_RETRY_AFTER_MS = 24 * 3_600_000;
 
-/** ±20 % (CONTRACT.md), so that many deliveries that failed together do not retry together. */
+/** ±20 % (docs/api.md#delivery), so that many deliveries that failed together do not retry together. */
 const jitter = (ms: number, random: () => number): number => Math.round(ms * (0.8 + 0.4 * random()));
 
 /**
  * A Retry-After value as milliseconds from `now`, at most MAX_RETRY_AFTER_MS; undefined when it is
- * not one of the two forms RFC 9110 §10.2.3 and §5.6.7 define (contract 1.3.0): delay-seconds, or
- * an IMF-fixdate such as `Sun, 06 Nov 1994 08:49:37 GMT`, a date that exists. `Date.parse` alone
+ * not one of the two forms RFC 9110 §10.2.3 and §5.6.7 define (docs/api.md#delivery): delay-seconds,
+ * or an IMF-fixdate such as `Sun, 06 Nov 1994 08:49:37 GMT`, a date that exists. `Date.parse` alone
  * is lenient: it read `May 2099` (a wait of 24 h) and ISO 8601 times.
  */
 export function retryAfterMs(value: string | undefined, now: number): number | undefined {

@@ -26,12 +26,12 @@ export interface ClaimRooms {
  *   the timeout, an error, a refusal), until one does; the struggling together hold at most a
  *   quarter of the process, one delivery each, the longest without a slot first. The per-subject
  *   share bounds one subject; this bounds many subjects failing at once, whose shares add up to
- *   more than the process (issue 36: a quarter of 1,000 webhooks hanging took every slot).
+ *   more than the process (a quarter of 1,000 webhooks hanging would otherwise take every slot).
  * - **Newcomers** (a slow start): a webhook this process has no result for, whose origin has not
  *   answered here either, gets one delivery in flight until its receiver is heard; the newcomers
  *   together hold at most another quarter. A receiver that hangs from the start so costs one slot
- *   for one timeout before it is known, not its webhook's or its subject's share (issue 36: hanging
- *   webhooks were found a few dozen per 10 s timeout, and healthy deliveries waited minutes).
+ *   for one timeout before it is known, not its webhook's or its subject's share (otherwise hanging
+ *   webhooks are found only a few dozen per 10 s timeout, and healthy deliveries wait minutes).
  * - **Answering origins**: an origin (scheme, host, port: originOf) whose last attempt got a whole
  *   answer, of any status; a webhook never seen here at such an origin takes its whole room at once.
  * - Everything else (a webhook whose last attempt succeeded) takes its whole room.

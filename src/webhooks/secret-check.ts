@@ -30,10 +30,11 @@ export async function checkStoredWebhooks(
 }
 
 /**
- * At start, every stored webhook secret is opened once with this SECRETS_KEY (CONTRACT.md 1.2.0,
- * Logs): a key that was lost, changed or left unset shows as one `error` line naming how many
- * webhooks and which, before any delivery fails for it. Never a secret, nor the key. Secrets stored
- * unencrypted while a key is set (made before it was) still open, and are one `warn` line.
+ * At start, every stored webhook secret is opened once with this SECRETS_KEY (docs/api.md#delivery,
+ * "Secrets at rest"): a key that was lost, changed or left unset shows as one `error` line naming
+ * how many webhooks and which, before any delivery fails for it. Never a secret, nor the key.
+ * Secrets stored unencrypted while a key is set (made before it was) still open, and are one `warn`
+ * line.
  */
 export function checkStoredSecrets(webhooks: readonly WebhookRecord[], box: SecretBox, log: FastifyBaseLogger): void {
   const closed: string[] = [];
@@ -69,7 +70,7 @@ export function checkStoredSecrets(webhooks: readonly WebhookRecord[], box: Secr
  * At start, without WEBHOOK_ALLOW_PRIVATE: the stored webhooks that only that development setting
  * lets be sent to (an `http://` URL, or a private or loopback address written in the URL), in one
  * `warn` line naming how many, which and whose, instead of each of their attempts failing in
- * silence with "the webhook URL must use https" (issue 33). A host name is not resolved here: one
+ * silence with "the webhook URL must use https". A host name is not resolved here: one
  * that resolves to a private address is refused at its delivery, as always.
  */
 export function checkPrivateTargets(

@@ -8,7 +8,7 @@ export interface WebhookSenderOptions {
   readonly allowPrivate: boolean;
   /** Replaces the system resolver (tests; a DNS cache). */
   readonly resolve?: Resolve;
-  /** The whole attempt: connect, headers and body (CONTRACT.md, Events: "a timeout (10 s)"). */
+  /** The whole attempt: connect, headers and body (docs/api.md#delivery: a 2xx within 10 s). */
   readonly timeoutMs?: number;
   /** How much of the answer is kept for the attempt log (1 KiB); the rest is never read. */
   readonly maxResponseBytes?: number;
@@ -82,10 +82,10 @@ function errorCode(error: unknown): string | undefined {
 /**
  * Sends webhook deliveries with node:http, one keep-alive Agent for http:// and one for https://.
  * Their sockets resolve names through `checkedLookup`, so each new connection is checked against
- * the address policy and made to the very address that was checked (CONTRACT.md, Events: refused
- * "at every delivery after DNS resolution (the attempt fails, nothing is sent)"). node:http, not
- * undici: undici 7's HTTP/1.1 client drops the connection on an interim `100 Continue`, which
- * contract 1.3.0 accepts before the final answer (RFC 9110 §15.2); node:http skips every 1xx but 101.
+ * the address policy and made to the very address that was checked (docs/api.md#delivery: a refused
+ * target fails the attempt, and nothing is sent). node:http, not undici: undici 7's HTTP/1.1 client
+ * drops the connection on an interim `100 Continue`, which a receiver may send before its final
+ * answer (interface 1.3.0; RFC 9110 §15.2); node:http skips every 1xx but 101.
  */
 export class WebhookSender {
   readonly #http: HttpAgent;
@@ -161,8 +161,8 @@ export class WebhookSender {
 
   /**
    * The final answer's head; interim 1xx answers are skipped by node:http. No redirect is
-   * followed: a 3xx is an answer like any other (CONTRACT.md). Aborting destroys the request and
-   * its socket, whether the head or the body was on its way.
+   * followed: a 3xx is an answer like any other (docs/api.md#delivery). Aborting destroys the request
+   * and its socket, whether the head or the body was on its way.
    */
   #post(url: URL, request: WebhookRequest, signal: AbortSignal): Promise<IncomingMessage> {
     const tls = url.protocol === 'https:';
@@ -211,11 +211,11 @@ export class WebhookSender {
 }
 
 /**
- * Keeps the first `limit` bytes of a response body, as text every engine stores (contract 1.3.0:
- * "whatever its bytes"): decoded as UTF-8, each byte that is not UTF-8 becomes U+FFFD, and so does
- * U+0000, which a PostgreSQL text column refuses (a 200 with `ok\0` once left its delivery to be
- * sent again for ever). Leaving the loop early destroys the stream and its socket, instead of
- * reading a large or endless answer.
+ * Keeps the first `limit` bytes of a response body, as text every engine stores
+ * (docs/api.md#webhooks: "whatever its bytes"): decoded as UTF-8, each byte that is not UTF-8
+ * becomes U+FFFD, and so does U+0000, which a PostgreSQL text column refuses (a 200 with `ok\0`
+ * once left its delivery to be sent again for ever). Leaving the loop early destroys the stream and
+ * its socket, instead of reading a large or endless answer.
  */
 async function readPrefix(body: AsyncIterable<Uint8Array>, limit: number): Promise<string> {
   const chunks: Uint8Array[] = [];

@@ -25,7 +25,7 @@ const tags = ['webhooks'];
 const common = [401, 403, 408, 429, 431, 500, 503];
 const withBody = [400, 404, 413, 415, ...common];
 
-/** The /webhooks calls of interface 1.2.0 (CONTRACT.md): schema → service → reply, nothing else. */
+/** The /webhooks calls of interface 1.2.0 (docs/api.md#webhooks): schema → service → reply, nothing else. */
 export function webhookManageRoutes(app: FastifyInstance, service: WebhookService): void {
   const api = app.withTypeProvider<TypeBoxTypeProvider>();
 

@@ -18,7 +18,7 @@ const security = [{ bearerAuth: [] }];
 const tags = ['webhooks'];
 const common = [401, 403, 408, 429, 431, 500, 503];
 
-/** The /webhooks API of CONTRACT.md: schema → service → reply, nothing else. */
+/** The /webhooks API (docs/api.md#webhooks): schema → service → reply, nothing else. */
 export function webhookRoutes(service: WebhookService): FastifyPluginAsyncTypebox {
   return async (app) => {
     app.post(

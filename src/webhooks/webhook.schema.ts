@@ -4,8 +4,9 @@ import type { DisabledReason } from '../store/webhook-store.js';
 import { OVERLAP_MAX_SECONDS } from './secret-overlap.js';
 import { TEXT_RULE, textPattern } from '../wire/schemas.js';
 
-// The shapes of CONTRACT.md's Events sections (1.1.0 and 1.2.0): Webhook, the created webhook with
-// its secret once, and the bodies that change a webhook. Deliveries: delivery.schema.ts.
+// The shapes of docs/api.md#webhooks (interface 1.1.0, and 1.2.0's management calls): Webhook, the
+// created webhook with its secret once, and the bodies that change a webhook. Deliveries:
+// delivery.schema.ts.
 
 // The OpenAPI document's examples tell one story (wire/schemas.ts's EXAMPLE_PLANT): POST /webhooks
 // answers this webhook, and the operations on /webhooks/{id} name it.

@@ -129,7 +129,7 @@ function checkDescription(text: string | undefined): string | undefined {
   return text;
 }
 
-/** The default overlap of two secrets after a rotation: one day (CONTRACT.md 1.2.0). */
+/** The default overlap of two secrets after a rotation: one day (interface 1.2.0; docs/api.md#webhooks). */
 export const DEFAULT_OVERLAP_SECONDS = 86_400;
 
 export interface DeliveryPage {
@@ -200,7 +200,7 @@ export class WebhookService {
 
   /**
    * PATCH /webhooks/{id}: changes what `patch` gives. `log`: where a webhook disabled by this
-   * change is told (one warn line, CONTRACT.md 1.2.0 Logs).
+   * change is told (one warn line, docs/api.md#delivery).
    */
   async update(
     owner: string | null,

@@ -1,4 +1,4 @@
-// The int64 of the contract's ids, read from decimal text. Apart from http/validation.ts (which
+// The int64 of the API's ids (docs/api.md#int64-ids), read from decimal text. Apart from http/validation.ts (which
 // imports Ajv) so that what reads an id from a command line or a cursor loads no validator.
 
 export const INT64_MIN = -(2n ** 63n);

@@ -11,7 +11,7 @@ import type { Store } from '../../src/store/store.js';
 import { openScratchPostgres, stopSharedPostgres } from '../support/postgres.js';
 import { runsOn, underTest } from '../support/engines.js';
 
-// Issue 13: where two machines' clocks meet. `token revoke` and `token create` may run on a host
+// Where two machines' clocks meet. `token revoke` and `token create` may run on a host
 // whose clock is off; the servers must not trust it.
 
 after(stopSharedPostgres);

@@ -16,7 +16,7 @@ export const skip = !existsSync(CHROMIUM) && process.env.CI !== 'true' ? MISSING
 
 /**
  * How long a browser test waits for a condition (an element shown, a click's target ready, a
- * screenshot taken) before it fails: a deadline, never a speed asserted (issue 37). A step takes
+ * screenshot taken) before it fails: a deadline, never a speed asserted. A step takes
  * milliseconds on a quiet machine; on a slow host with a core kept busy (CI's \`test:timing\`) one
  * took over 15 s, so a fixed 10 or 15 s failed tests that were right. Waits end as soon as the
  * condition holds, so a generous deadline costs nothing when the test passes.

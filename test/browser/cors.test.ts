@@ -10,7 +10,7 @@ import { runCli, startServer } from '../process.js';
 import { BROWSER_TEST_TIMEOUT_MS, CHROMIUM, MISSING, PATIENCE_MS, launchLocalOnly, skip } from './chromium.js';
 import { cleanupsInReverse } from '../support/cleanups.js';
 
-// CORS_ORIGINS in a real browser (issue 15): a page from another origin (the same host, another
+// CORS_ORIGINS in a real browser: a page from another origin (the same host, another
 // port) uses the API with fetch; a page from an origin not on the list is refused by the browser.
 // Every connection stays on 127.0.0.1.
 

@@ -12,7 +12,7 @@ import { cleanupsInReverse } from '../support/cleanups.js';
 import { eventually } from '../support/eventually.js';
 import { BROWSER_TEST_TIMEOUT_MS, CHROMIUM, MISSING, PATIENCE_MS, launchLocalOnly, skip } from './chromium.js';
 
-// Issue 35, point 4: /portal on a phone. At 390 px the deliveries table was cut ("1 (HTT"), Next
+// /portal on a phone. At 390 px the deliveries table was cut ("1 (HTT"), Next
 // attempt, Created, Show attempts and Retry sat off to the right, and the chart's hour labels were
 // about 5 px. Here the page is a phone's (390×844, 3 device pixels a CSS pixel, touch) and every
 // part of it is measured as shown: signed out, signed in with a failing and a gone webhook, a

@@ -9,7 +9,7 @@ import { callServer, runCli, startServer } from '../process.js';
 import { cleanupsInReverse } from '../support/cleanups.js';
 import { BROWSER_TEST_TIMEOUT_MS, CHROMIUM, MISSING, PATIENCE_MS, launchLocalOnly, skip } from './chromium.js';
 
-// Issue 33, point 5: /portal in one tab, two people. A read of alice's webhooks still in flight
+// /portal in one tab, two people. A read of alice's webhooks still in flight
 // when alice signs out and bob signs in was drawn on bob's page, left an error naming alice's
 // webhook, and sent bob's token to alice's webhook id. A read belongs to the session that started
 // it: signing out ends it, and signing in reads for the new session. Alice's read is held by the

@@ -12,7 +12,7 @@ import { callServer, runCli, startServer } from '../process.js';
 import { BROWSER_TEST_TIMEOUT_MS, CHROMIUM, MISSING, PATIENCE_MS, launchLocalOnly, skip } from './chromium.js';
 import { cleanupsInReverse } from '../support/cleanups.js';
 
-// Issue 27, point 8: the subscribers' page at /portal, driven in Debian's Chromium as a person
+// The subscribers' page at /portal, driven in Debian's Chromium as a person
 // would, by role and accessible name (no CSS selector), against one server and a receiver on
 // 127.0.0.1. One browser, one server: the steps run in order on one page.
 

@@ -11,7 +11,7 @@ import { BIN, type CliResult, type ServerProcess, runCli, startServer } from '..
 import { eventually } from '../support/eventually.js';
 import { ROOT, withoutPlantStore } from './checkout-support.js';
 
-// Issue 17, 2: the command line works as printed: negative ids as plain option values, --limit
+// The command line works as printed: negative ids as plain option values, --limit
 // as the number of plants shown, errors that say what to do, quiet ends under `| head`, the
 // usage's examples, and the usage's numbers.
 
@@ -197,7 +197,7 @@ test(
     }
 
     // A fresh server, as a new user has it; `plant-store` on the PATH as the usage's line for a
-    // checkout puts it there, run in the checkout's root (issue 35, 3), and nowhere else.
+    // checkout puts it there, run in the checkout's root, and nowhere else.
     const checkout = /^In a checkout, to run it as plant-store: (.+?) {3}\(/m.exec(help.stdout)?.[1];
     assert.ok(checkout, help.stdout);
     const at = mkdtempSync(join(dir, 'examples-'));

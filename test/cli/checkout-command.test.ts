@@ -7,7 +7,7 @@ import { CHECKOUT_PATH, EXAMPLES } from '../../src/cli/usage.js';
 import { runCli } from '../process.js';
 import { ROOT, bash, withoutPlantStore } from './checkout-support.js';
 
-// Issue 35, 3: every command as printed works in a checkout, and fails loudly instead of giving an
+// Every command as printed works in a checkout, and fails loudly instead of giving an
 // empty value. A bare `plant-store` was "command not found" there (the docs said so in a footnote);
 // `export PLANT_STORE_TOKEN="$(plant-store token create …)"` exited 0 with an empty token when the
 // command failed; the paging hint of `webhooks deliveries` printed a bare `plant-store` whatever

@@ -3,7 +3,7 @@ import { existsSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-// What the tests of the printed commands share (issue 35, 3): a shell as a checkout's user has it,
+// What the tests of the printed commands share: a shell as a checkout's user has it,
 // where `plant-store` is whatever the printed lines make it, and nothing else.
 
 export const ROOT = fileURLToPath(new URL('../../', import.meta.url)).replace(/\/$/, '');

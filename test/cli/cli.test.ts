@@ -186,7 +186,7 @@ test("--version and -v print package.json's version alone on stdout and exit 0",
 });
 
 test('as a process (node bin/plant-store.js) a command says and exits what runCli sees in the tests: 0, 1 and 2', async () => {
-  // The other tests run the command in their own process (runCli, issue 37): here the same calls,
+  // The other tests run the command in their own process (runCli): here the same calls,
   // as processes, answer the same exit codes, stdout and stderr.
   const env = freshDb();
   assert.equal((await runCli(['migrate'], env)).code, 0); // the database exists before either run

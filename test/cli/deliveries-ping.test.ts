@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { runCli } from '../process.js';
 
-// Issue 35, point 5: `plant-store webhooks deliveries` printed `null` in the EVENT column of a
+// `plant-store webhooks deliveries` printed `null` in the EVENT column of a
 // ping, which has no event (/portal shows "—"); the table shows `-`, as in its other empty cells.
 
 const dir = mkdtempSync(join(tmpdir(), 'plant-store-deliveries-ping-'));

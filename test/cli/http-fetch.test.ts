@@ -6,7 +6,7 @@ import type { AddressInfo } from 'node:net';
 import { test } from 'node:test';
 import { httpFetch } from '../../src/cli/http-fetch.js';
 
-// Issue 35, 3: the plants commands send through node:http instead of the global fetch (whose
+// The plants commands send through node:http instead of the global fetch (whose
 // undici cost 0.1 s of CPU a command). The client must read both the same: each case below runs
 // once with the global fetch and once with httpFetch, and must end alike: the answer, the error,
 // and the requests the server saw (what was retried, what was not).

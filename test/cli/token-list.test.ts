@@ -15,7 +15,7 @@ import { type CliResult, runCli } from '../process.js';
 import { scratchSchema, stopSharedPostgres } from '../support/postgres.js';
 import { underTest } from '../support/engines.js';
 
-// Issue 36: `token list` in pages (--limit, --after, --subject), read and printed LIST_BATCH
+// `token list` in pages (--limit, --after, --subject), read and printed LIST_BATCH
 // tokens at a time on both engines; without options it prints what it printed before.
 
 after(stopSharedPostgres);

@@ -7,7 +7,7 @@ import { after, test } from 'node:test';
 import Database from 'better-sqlite3';
 import { runCli } from '../process.js';
 
-// Issue 14: `plant-store webhooks …`, the operator's view of every subject's webhooks.
+// `plant-store webhooks …`, the operator's view of every subject's webhooks.
 
 const dir = mkdtempSync(join(tmpdir(), 'plant-store-webhooks-cli-'));
 after(() => rmSync(dir, { recursive: true, force: true }));

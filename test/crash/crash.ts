@@ -60,7 +60,7 @@ async function kill(server: ServerProcess): Promise<void> {
 }
 
 async function crashRounds(db: CrashDatabase, totals: Totals): Promise<void> {
-  // Issue 14: a webhook is subscribed for the whole run; its receiver (on 127.0.0.1) verifies each
+  // A webhook is subscribed for the whole run; its receiver (on 127.0.0.1) verifies each
   // delivery's signature. Retries come fast so the backlog left by each kill drains within the run.
   const env = {
     DATABASE_URL: db.url,
@@ -89,7 +89,7 @@ async function crashRounds(db: CrashDatabase, totals: Totals): Promise<void> {
       const client = new Client(server.url, token, clients);
       const load = startLoad(client, ledger, round, clients);
       const loadMs = 50 + Math.floor(Math.random() * 350);
-      // Every third SQLite round another connection takes the write lock during the load (issue 13):
+      // Every third SQLite round another connection takes the write lock during the load:
       // writes wait for it without freezing the server, and are acknowledged only once committed.
       // Half of those rounds release it before the kill, half hold it through the kill.
       const lock =

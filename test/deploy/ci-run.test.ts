@@ -15,7 +15,7 @@ import { join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 
-// Issue 35, point 7: .ci/run installs Debian's packages without letting them start services
+// .ci/run installs Debian's packages without letting them start services
 // (policy-rc.d answers 101 for the install), so it never has to stop a process by name. The test
 // runs .ci/run's own install step, with apt-get replaced by a script that records what it saw and
 // a policy-rc.d path of its own (the machine's is left alone).

@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { haproxyConfig } from '../failover/cluster.js';
 
-// deploy/haproxy.cfg (issue 34): the file operators copy is the one the failover tests run. Its
+// deploy/haproxy.cfg: the file operators copy is the one the failover tests run. Its
 // read-write listener's checks and timeouts are those test/failover/cluster.ts writes for the
 // Patroni cluster it starts (only the addresses differ), and HAProxy itself accepts the file.
 

@@ -5,7 +5,7 @@ import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { userDocs } from './markdown.js';
 
-// Issue 35, point 5: docs/events.md showed `# 201 {…}` under `curl -s`, which prints the body
+// docs/events.md showed `# 201 {…}` under `curl -s`, which prints the body
 // alone. What a printed curl shows under it is what that curl prints: a status line or a bare
 // status only from a curl that writes it (`-i`, `-I`, `-D -`, or `-w` with `%{http_code}`).
 

@@ -13,7 +13,7 @@ import { markedBlock, userEnv } from './markdown.js';
 // docs/clients.md, "A TypeScript client generated with openapi-typescript", run as printed: its
 // install block in a fresh folder (from a registry on 127.0.0.1 serving this project's copies of
 // the packages and of everything they depend on: no network), generate.ts against a real server,
-// then client.ts with a real token. Before issue 35 point 5 the doc said only "run `npx tsx
+// then client.ts with a real token. The doc once said only "run `npx tsx
 // generate.ts` while a server runs", which in a fresh folder failed: nothing installed, and
 // top-level await in a CommonJS project. The changes made to the text: the server's port (8080 in
 // the doc) and the token.

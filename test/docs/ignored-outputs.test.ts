@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { userDocs } from './markdown.js';
 import { promisify } from 'node:util';
 
-// Issue 35, point 5: the examples, run in a checkout, left plants.ndjson untracked (git status
+// The examples, run in a checkout, left plants.ndjson untracked (git status
 // showed it after `plant-store export > plants.ndjson`). Every file a printed shell command
 // writes into the folder it runs in (a `>` redirection, a `plant-store backup` target) is one
 // .gitignore ignores, as it does the database (`*.db`).

@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { userEnv } from './markdown.js';
 
-// Issue 35, point 5: `npm ci` and `npm prune` warned "2 packages have install scripts not yet
+// `npm ci` and `npm prune` warned "2 packages have install scripts not yet
 // covered by allowScripts" (npm 11 runs a dependency's install scripts only when package.json's
 // allowScripts allows it). package.json settles each one: better-sqlite3, esbuild and the embedded
 // PostgreSQL need theirs; @scarf/scarf's reports the install to scarf.sh, protobufjs's only warns

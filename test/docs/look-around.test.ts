@@ -29,8 +29,8 @@ import { freePort } from '../support/postgres.js';
 // listens on 127.0.0.1 (so WEBHOOK_ALLOW_PRIVATE=1: a sending server could reach it, as it would
 // reach real receivers). The second server serves the backup's data; nothing reaches the receiver,
 // and the backup's bytes do not change, with no -wal or -shm beside it. The changes made to the
-// text: the port (the copy's folder is mktemp's, under the TMPDIR the test gives it). Issue 35,
-// point 5: the lines named a fixed date's backup and a fixed path in the shared /tmp.
+// text: the port (the copy's folder is mktemp's, under the TMPDIR the test gives it). The
+// lines once named a fixed date's backup and a fixed path in the shared /tmp.
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const DOC = readFileSync(join(ROOT, 'docs/operations.md'), 'utf8');

@@ -5,7 +5,7 @@ import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { userDocs } from './markdown.js';
 
-// Issue 35, point 3: every command the docs print works in a checkout and answers at once. Their
+// Every command the docs print works in a checkout and answers at once. Their
 // shell blocks print `plant-store …` (this checkout's bin/ on the PATH, as README.md and
 // docs/cli.md say once), never `npx plant-store …`, which took 1 to 4 s a command; and a token
 // caught into a variable is never `export NAME="$(…)"`, whose `export` exits 0 when the command

@@ -10,7 +10,7 @@ import { type ServerProcess, callServer, runCli, startServer } from '../process.
 
 // "Restore a SQLite backup" (docs/operations.md), its lines after `<!-- restore -->` run as
 // printed by bash (`set -euo pipefail`) in the server's folder: after a clean stop, which leaves
-// no -wal file (the printed `mv data/plant-store.db-wal …` failed there, issue 35 point 5), and
+// no -wal file (the printed `mv data/plant-store.db-wal …` failed there), and
 // after a crash, which leaves one (moved aside, never replayed into the restored file). The
 // restarted server has the backup's plants and not the later ones.
 

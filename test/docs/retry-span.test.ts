@@ -7,7 +7,7 @@ import { userDocs } from './markdown.js';
 import { loadConfig } from '../../src/config.js';
 import { outcomeOf } from '../../src/webhooks/outcome.js';
 
-// Issue 35, point 5: how long the default retry schedule lasts was "about 32 hours" in events.md
+// How long the default retry schedule lasts was "about 32 hours" in events.md
 // and "about 28 h" elsewhere. The figure is computed here from the schedule itself, as the sender
 // applies it (outcomeOf, ±20 % jitter), and every doc that states it states that figure.
 

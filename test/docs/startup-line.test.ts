@@ -8,7 +8,7 @@ import { parseRateLimit } from '../../src/config.js';
 import { rateLimitText } from '../../src/launch.js';
 import { type ServerProcess, startServer } from '../process.js';
 
-// Issue 35, point 5: the start-up line said `"rateLimit":"600/60s"` where docs/settings.md says
+// The start-up line said `"rateLimit":"600/60s"` where docs/settings.md says
 // the default is `600/1m`. It now spells RATE_LIMIT as the settings do, and what it shows reads
 // back as the same limit.
 

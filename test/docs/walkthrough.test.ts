@@ -11,7 +11,7 @@ import { bash, withoutPlantStore } from '../cli/checkout-support.js';
 // The README's walk-through, then the examples of docs/cli.md, run as printed, in that order, in
 // one database, against one real server on a free port: each ```sh block right after a
 // `<!-- walkthrough -->` comment is run by bash as one script, with a PATH on which no plant-store
-// is found (issue 35, 3: a bare `plant-store` was "command not found" in a checkout, and `npm test`
+// is found (a bare `plant-store` was "command not found" in a checkout, and `npm test`
 // hid it). The README's runs in the checkout, whose first line puts bin/ on the PATH;
 // docs/cli.md's run in a folder of their own (they write plants.ndjson and backups/), after the
 // line of its `<!-- checkout-path -->` block, run in the checkout, with PLANT_STORE_URL set. The

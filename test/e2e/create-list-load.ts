@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 
-// The steady load of the restart tests (issue 16: SIGHUP reloads, a rolling restart behind nginx):
-// clients that each create a plant and list a page, over and over, recording every create
-// answered 200 and every answer or error that is anything else. The plants are named
-// `<prefix> <id>`: a Plant carries no id (CONTRACT.md), so the name says which create it was.
+// The steady load of the restart tests (SIGHUP reloads, a rolling restart behind nginx): clients
+// that each create a plant and list a page, over and over, recording every create answered 200 and
+// every answer or error that is anything else. The plants are named `<prefix> <id>`: a Plant
+// carries no id (docs/api.md#shapes), so the name says which create it was.
 
 export interface CreateListLoad {
   /** The ids of the creates answered 200. */

@@ -9,7 +9,7 @@ import { type ServerProcess, runCli, startServer } from '../process.js';
 import { eventually } from '../support/eventually.js';
 import { scratchSchema, stopSharedPostgres } from '../support/postgres.js';
 
-// Issue 14.7: a change-feed reader that resumes with Last-Event-ID, across the kill of the
+// A change-feed reader that resumes with Last-Event-ID, across the kill of the
 // instance it read from and while two instances write, sees every event exactly once.
 
 after(stopSharedPostgres);

@@ -6,7 +6,7 @@ import { runCli, startServer } from '../process.js';
 import { RawStream, eventually } from '../events/stream-support.js';
 import { scratchSchema, stopSharedPostgres } from '../support/postgres.js';
 
-// Issue 23.5: a GET /events still being set up when SIGTERM arrives must not hold the shutdown
+// A GET /events still being set up when SIGTERM arrives must not hold the shutdown
 // open. Before the fix it was registered after every stream had been ended, so the drain waited
 // out the grace period and the process exited 1. PostgreSQL only: there the setup awaits the
 // database, which a lock held by another session makes it do for as long as the test wants. On

@@ -11,7 +11,7 @@ import { freePort, scratchSchema, stopSharedPostgres } from '../support/postgres
 import { Follower } from './event-follower.js';
 import { ready, startNginx } from './nginx-front.js';
 
-// Issue 23.1 (CONTRACT.md, "A stream outlives a deploy"): a standard EventSource client following
+// A stream outlives a deploy (docs/api.md#the-change-feed): a standard EventSource client following
 // GET /events keeps following across a SIGTERM and restart, a SIGHUP reload of `serve --workers 1`
 // and a rolling restart behind deploy/nginx.conf, on both engines: every event once, in order, and
 // the client still OPEN at the end. Before the fix a draining server answered the reconnect 503,

@@ -9,7 +9,7 @@ import { runCli, startServer } from '../process.js';
 import { eventually } from '../support/eventually.js';
 import { createListLoad, storedIds } from './create-list-load.js';
 
-// Issue 16, points 1 and 2: the documented launch commands pass SIGTERM to the server, and SIGHUP
+// The documented launch commands pass SIGTERM to the server, and SIGHUP
 // under `serve --workers N` replaces the workers one at a time with no failed request and no lost
 // write. Every process here is started by the test and listens on 127.0.0.1 only.
 

@@ -11,7 +11,7 @@ import { createListLoad, storedIds } from './create-list-load.js';
 import { Follower } from './event-follower.js';
 import { folderContents, ready, startNginx } from './nginx-front.js';
 
-// Issue 16, point 2: the repository's own nginx configuration (deploy/nginx.conf) in front of two
+// The repository's own nginx configuration (deploy/nginx.conf) in front of two
 // instances on one database; the instances are restarted one by one under create/list load through
 // nginx, and no request fails and no acknowledged write is lost. Debian's nginx-light; .ci/run
 // installs it when missing. Everything listens on 127.0.0.1. nginx is started and stopped with the
@@ -98,11 +98,11 @@ function createsAnswered(server: ServerProcess): number {
   return server.logs().match(/"method":"POST","url":"\/plants","status":200,/g)?.length ?? 0;
 }
 
-// Issue 33, point 11: on PostgreSQL, a rolling restart behind deploy/nginx.conf ended a standard
-// EventSource client for good: its reconnect got 502 from nginx (CONTRACT.md, "A stream outlives a
-// deploy"). Here every answer nginx gives, the client's and the creates', is checked, and so is
-// nginx's error log: a request nginx found no instance for is a 502, which EventSource (WHATWG
-// HTML §9.2.3) and a POST's sender take as final.
+// On PostgreSQL, a rolling restart behind deploy/nginx.conf ended a standard
+// EventSource client for good: its reconnect got 502 from nginx (a stream must outlive a deploy:
+// docs/api.md#the-change-feed). Here every answer nginx gives, the client's and the creates', is
+// checked, and so is nginx's error log: a request nginx found no instance for is a 502, which
+// EventSource (WHATWG HTML §9.2.3) and a POST's sender take as final.
 const ROLLING_RESTARTS = 5;
 
 test(
@@ -214,7 +214,7 @@ test(
   },
 );
 
-// Issue 33, point 11: the one way found here to make nginx answer 502 in a rolling restart is the
+// The one way found here to make nginx answer 502 in a rolling restart is the
 // procedure's: waiting for /readyz through nginx instead of the restarted instance's own. nginx
 // asks the instance that runs, so the answer is 200 while the other does not listen yet, and
 // stopping the one that runs then leaves nginx none. deploy/nginx.conf's header says so and prints

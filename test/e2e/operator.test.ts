@@ -9,7 +9,7 @@ import { promtool, sample } from '../support/scrape.js';
 import { Receiver } from './webhook-receiver.js';
 import { eventually } from '../support/eventually.js';
 
-// What an operator sees of the event side on real `plant-store serve` processes (issue 23 point 4):
+// What an operator sees of the event side on real `plant-store serve` processes:
 // a scrape that promtool accepts, WEBHOOK_DELIVERY=off, and stored secrets checked at start.
 
 const dir = mkdtempSync(join(tmpdir(), 'plant-store-operator-'));

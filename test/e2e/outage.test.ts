@@ -94,7 +94,7 @@ test(
     assert.deepEqual(seen.failures, [], 'every answer under traffic was a 200 or a 503');
     assert.ok((seen.statuses.get(503) ?? 0) > 0 && (seen.statuses.get(200) ?? 0) > 0);
 
-    // Issue 16: the log says when the database went away (once, with the reason, no stack) and
+    // The log says when the database went away (once, with the reason, no stack) and
     // when it came back, with the count of requests refused meanwhile.
     const back503 = await until('the line saying the database is back', 10, () =>
       Promise.resolve(server.logs().includes('"msg":"the database is back"') || undefined),

@@ -10,7 +10,7 @@ import { exitWithin, runCli, startServer } from '../process.js';
 import { eventually } from '../support/eventually.js';
 import { scratchSchema, stopSharedPostgres } from '../support/postgres.js';
 
-// Issue 13, point 3: SIGTERM under keep-alive load. Every request that reaches the server after
+// SIGTERM under keep-alive load. Every request that reaches the server after
 // the signal gets a whole response; a client learns of the shutdown from `Connection: close` or a
 // refused connection (which a load balancer safely retries), never from a reset.
 

@@ -164,7 +164,7 @@ test(
     server.child.kill('SIGTERM');
     const exited = exitWithin(server, graceMs + 5000);
     // The listener is closed once the server logs it is shutting down. The idle connection is not
-    // closed then: its client may be sending its next request on it (issue 13).
+    // closed then: its client may be sending its next request on it.
     await logged(server, 'shutting down', (logs) => logs.includes('shutting down'));
 
     // While the three still drain, a newcomer is refused: it never reached the server, so a load

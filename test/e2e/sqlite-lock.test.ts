@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { runCli, startServer } from '../process.js';
 
-// Issue 13: another process holding SQLite's write lock (an operator's sqlite3 session, a long
+// Another process holding SQLite's write lock (an operator's sqlite3 session, a long
 // import, another worker) must not freeze the server: other requests are served, and a write
 // that cannot get the lock in time gets 503 with Retry-After, which a client retries.
 

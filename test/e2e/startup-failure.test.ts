@@ -7,7 +7,7 @@ import { after, test } from 'node:test';
 import { runCli, runCliWithin, startServer } from '../process.js';
 import { postgresUrl, stopSharedPostgres } from '../support/postgres.js';
 
-// Issue 16, point 3: a start that fails says so in one JSON line on stdout, in the log's shape,
+// A start that fails says so in one JSON line on stdout, in the log's shape,
 // naming the component that failed; the process exits non-zero and says it on stderr too.
 
 const dir = mkdtempSync(join(tmpdir(), 'plant-store-start-'));

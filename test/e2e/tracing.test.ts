@@ -10,7 +10,7 @@ import { eventually } from '../support/eventually.js';
 import { freePort, scratchSchema, stopSharedPostgres } from '../support/postgres.js';
 import { Receiver } from './webhook-receiver.js';
 
-// Issue 16, point 4: OpenTelemetry traces exported over OTLP/HTTP by real `plant-store serve`
+// OpenTelemetry traces exported over OTLP/HTTP by real `plant-store serve`
 // processes to a collector this test runs on 127.0.0.1, which decodes what arrives.
 
 after(stopSharedPostgres);

@@ -8,7 +8,7 @@ import { eventually } from '../support/eventually.js';
 import { scratchSchema, stopSharedPostgres } from '../support/postgres.js';
 import { Receiver } from './webhook-receiver.js';
 
-// Issue 14: webhooks delivered by real `plant-store serve` processes to a receiver on 127.0.0.1,
+// Webhooks delivered by real `plant-store serve` processes to a receiver on 127.0.0.1,
 // verified by the `standardwebhooks` package, on both engines.
 
 after(stopSharedPostgres);

@@ -16,7 +16,7 @@ import { INT64_MAX, INT64_MIN, create, plantBody, remove } from '../plants/plant
 import { scratchSchema } from '../support/postgres.js';
 import { eventually } from './stream-support.js';
 
-// GET /events, the change feed of CONTRACT.md (Events, interface 1.1.0), over a real socket on
+// GET /events, the change feed (interface 1.1.0; docs/api.md#the-change-feed), over a real socket on
 // 127.0.0.1: Server-Sent Events read as a browser's EventSource would, chunk by chunk. Waits are
 // deadlines on a condition (generous, so a slow machine passes), never timing assertions.
 
@@ -249,7 +249,7 @@ describe('GET /events streams the caller’s events as Server-Sent Events', () =
     assert.match(String(generated.headers['x-request-id']), /^\S+$/, 'a request id is generated otherwise');
     await connected(feed);
     assert.deepEqual(feed.sse.messages, [], 'no event before one commits');
-    // A reconnection time for EventSource (issue 23), between 1 and 2 s.
+    // A reconnection time for EventSource, between 1 and 2 s.
     assert.equal(feed.sse.retries.length, 1);
     assert.ok(Number(feed.sse.retries[0]) >= 1000 && Number(feed.sse.retries[0]) < 2000, feed.sse.retries[0]);
   });

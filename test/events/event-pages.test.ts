@@ -16,9 +16,10 @@ import {
 } from '../plants/plant.helpers.js';
 import { eventually } from './stream-support.js';
 
-// GET /events as pages of JSON and with ?types= (CONTRACT.md, Events 1.2.0), on SQLite and again on
-// PostgreSQL (test/postgres/events.test.ts). Pages are read with app.inject; what must be a stream
-// (it never ends) is read over a real socket on 127.0.0.1, only as far as the test needs.
+// GET /events as pages of JSON and with ?types= (interface 1.2.0; docs/api.md#the-change-feed), on
+// SQLite and again on PostgreSQL (test/postgres/events.test.ts). Pages are read with app.inject;
+// what must be a stream (it never ends) is read over a real socket on 127.0.0.1, only as far as the
+// test needs.
 
 const DEADLINE_MS = 15_000;
 
@@ -288,7 +289,7 @@ describe('GET /events?types= keeps only those types', () => {
     const deleted = all.filter((e) => e.type === 'plant.deleted');
     const last = `id: ${deleted[1]!.id}\n`;
     await stream.until(() => stream.text().includes(last));
-    // The stream opens with its comment and the reconnection time (issue 23), then only events.
+    // The stream opens with its comment and the reconnection time, then only events.
     assert.match(stream.text(), /^: connected\nretry: \d{4}\n\n/);
     const messages = stream
       .text()

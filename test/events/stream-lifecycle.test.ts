@@ -7,7 +7,7 @@ import { listen } from '../http/support.js';
 import { create, plantBody } from '../plants/plant.helpers.js';
 import { Gate, RawStream, eventually, gatedStore } from './stream-support.js';
 
-// Issue 23 (CONTRACT.md, "A stream ends with its token", "A stream outlives a deploy"): the limit
+// Streams that end with their token and outlive a deploy (docs/api.md#the-change-feed): the limit
 // of 5 streams per token under a burst, a client that leaves during setup, a stream set up while
 // the streams are being ended, and a stream whose token is revoked or expires. Run on SQLite here
 // and on PostgreSQL through test/postgres/events.test.ts.

@@ -6,8 +6,9 @@ import { listen } from '../http/support.js';
 import { sample } from '../support/scrape.js';
 import { eventually } from './stream-support.js';
 
-// plant_store_event_streams (CONTRACT.md 1.2.0, Metrics): the change-feed streams open in this
-// process, over real sockets on 127.0.0.1. Waits are deadlines on a condition.
+// plant_store_event_streams (interface 1.2.0; docs/api.md#health-documentation-and-metrics): the
+// change-feed streams open in this process, over real sockets on 127.0.0.1. Waits are deadlines on
+// a condition.
 
 /** Opens GET /events and resolves once the stream's first line (`: connected`) has arrived. */
 function openStream(port: number, token: string): Promise<{ req: ClientRequest; res: IncomingMessage }> {

@@ -13,7 +13,7 @@ import { eventually } from './stream-support.js';
 
 // GET /events byte for byte, over plain sockets: each event (and each heartbeat) is written to a
 // stream's socket as one chunk of the chunked HTTP/1.1 body, the same bytes for every stream
-// (event-stream.ts, issue 36); an HTTP/1.0 client, which knows no chunks, gets the messages bare
+// (event-stream.ts); an HTTP/1.0 client, which knows no chunks, gets the messages bare
 // and the end of the connection as the end of the body.
 
 /** A GET /events on a socket of its own; `bytes` is everything the server sent, as latin1. */

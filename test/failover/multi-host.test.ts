@@ -227,7 +227,7 @@ test('the commands take the multi-host URL (migrate, token create and list go to
   for (const result of [migrated, minted, listed]) assert.ok(!`${result.stdout}${result.stderr}`.includes('hunter2'));
 });
 
-// Issue 34, point 1: the createdb hint of a database that does not exist, with several servers.
+// The createdb hint of a database that does not exist, with several servers.
 // Every server answers 3D000, so no server is "read-write": before, the start waited
 // DATABASE_FAILOVER_WAIT and said only that; now it stops at once with a createdb command that
 // names every server and the URL's target_session_attrs, and that command, run as printed, creates

@@ -8,7 +8,7 @@ import { type ServerProcess, callServer, runCli, startServer } from '../process.
 import { eventually } from '../support/eventually.js';
 import { type Cluster, skipWithout, startCluster } from './cluster.js';
 
-// Issue 34, points 3 and 4, with the real parts (cluster.ts): a Patroni cluster of two PostgreSQL
+// Failover with the real parts (cluster.ts): a Patroni cluster of two PostgreSQL
 // 15 nodes in synchronous mode, etcd and HAProxy. Two instances of the service, one on the
 // multi-host URL straight to the nodes, one through HAProxy (Patroni's GET /primary checks);
 // 8 writers creating and deleting, a webhook subscribed, a poller of the JSON feed and an

@@ -4,7 +4,7 @@ import { type ServerProcess, callServer, runCli, startServer } from '../process.
 import { eventually } from '../support/eventually.js';
 import { skipWithout, startCluster } from './cluster.js';
 
-// Issue 34, point 5: Patroni's `synchronous_mode_strict`, run (cluster.ts: two PostgreSQL 15
+// Patroni's `synchronous_mode_strict`, run (cluster.ts: two PostgreSQL 15
 // nodes, etcd; no HAProxy, the service on the multi-host URL). The standby's Patroni and
 // PostgreSQL are killed, by pid, and Patroni sees it go. What a client sees: a create is not
 // acknowledged while no synchronous standby exists (its COMMIT waits in PostgreSQL for syncrep)

@@ -10,9 +10,10 @@ import { assertPlant, assertStatus, jsonBody, plantJson } from './oracle.js';
 import { REPLAY, runs } from './settings.js';
 import { WireClient, type WireResponse } from './wire.js';
 
-// "Concurrent creates of one id: exactly one wins; identical retries all get 200 and one plant
-// exists" (CONTRACT.md). Batches of creates over a few ids race on separate connections; every
-// answer must fit one winner per id, and the store must end up holding exactly the winners.
+// "Concurrent creates of one id: exactly one wins; identical retries all get 200, and one plant
+// exists" (docs/api.md#create-a-plant). Batches of creates over a few ids race on separate
+// connections; every answer must fit one winner per id, and the store must end up holding exactly
+// the winners.
 
 const CONNECTIONS = 6;
 const model = new PlantModel();

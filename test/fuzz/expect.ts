@@ -7,7 +7,7 @@ import { assertPlant, assertStatus, jsonBody } from './oracle.js';
 import type { QueryCase } from './query.arb.js';
 import { type WireResponse, header } from './wire.js';
 
-// The answer of each operation, predicted from the model (CONTRACT.md, "Operations").
+// The answer of each operation, predicted from the model (docs/api.md#plants).
 
 export interface Fuzz {
   readonly model: PlantModel;
@@ -56,7 +56,7 @@ export function expectCreate(fuzz: Fuzz, response: WireResponse, request: Create
   else assert.doesNotMatch(response.body.toString(), /fuzz-/);
 }
 
-/** `ifNoneMatchAny`: the request said `If-None-Match: *`, so a page that is answered at all is a 304 (issue 15). */
+/** `ifNoneMatchAny`: the request said `If-None-Match: *`, so a page that is answered at all is a 304. */
 export function expectList(
   fuzz: Fuzz,
   response: WireResponse,
@@ -94,7 +94,7 @@ export function expectDelete(
   auth: AuthCase,
   path: { id: bigint | undefined; malformed: boolean },
 ): void {
-  // Authentication first, even for a target whose percent-encoding is broken (issue 13).
+  // Authentication first, even for a target whose percent-encoding is broken.
   const caller = expectAuth(fuzz, response, auth, 'plants:write');
   if (!caller) return;
   if (path.malformed || path.id === undefined) return assertStatus(response, 400);

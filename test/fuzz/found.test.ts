@@ -11,7 +11,7 @@ const statuses = (text: string): number[] => [...text.matchAll(/HTTP\/1\.1 (\d{3
 test('the 400 for a URL with broken percent-encoding carries an X-Request-Id like every other answer', async (t) => {
   const h = await makeApp();
   t.after(() => h.close());
-  const token = await h.token('alice', READ_WRITE); // /plants paths are authenticated first (issue 13)
+  const token = await h.token('alice', READ_WRITE); // /plants paths are authenticated first
   const response = await h.call(token, { method: 'GET', url: '/plants/%', headers: { 'x-request-id': 'fuzz-1' } });
   assertErrorBody(response, 400);
   assert.equal(response.headers['x-request-id'], 'fuzz-1');

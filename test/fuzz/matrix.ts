@@ -10,7 +10,7 @@ import { validTextArb } from './text.arb.js';
 import { type WireResponse, bytes, header } from './wire.js';
 
 // Every method on every kind of path: 404 for unknown paths, 405 with Allow for a wrong method,
-// then authentication, then the operation (CONTRACT.md, "Everything else").
+// then authentication, then the operation (docs/api.md#authentication, docs/api.md#errors).
 
 const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS', 'TRACE'] as const;
 const ALLOW = { plants: 'GET, HEAD, POST', plant: 'DELETE', system: 'GET, HEAD' } as const;

@@ -2,7 +2,8 @@ import assert from 'node:assert/strict';
 import { brotliDecompressSync, gunzipSync } from 'node:zlib';
 import { type WireResponse, header } from './wire.js';
 
-// What every response must look like, whatever was sent (CONTRACT.md, "Shapes" and "Everything else").
+// What every response must look like, whatever was sent (docs/api.md#shapes, docs/api.md#errors and
+// docs/api.md#headers).
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
@@ -64,7 +65,7 @@ export function jsonBody(response: WireResponse): unknown {
   return JSON.parse(decodedBody(response).toString('utf8'));
 }
 
-/** The body with its Content-Encoding undone, as a client that sent Accept-Encoding reads it (issue 15). */
+/** The body with its Content-Encoding undone, as a client that sent Accept-Encoding reads it. */
 export function decodedBody(response: WireResponse): Buffer {
   const encoding = header(response, 'content-encoding');
   if (encoding === 'gzip') return gunzipSync(response.body);

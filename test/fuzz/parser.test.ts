@@ -10,7 +10,7 @@ import { rawCaseArb } from './raw.arb.js';
 import { REPLAY, runs } from './settings.js';
 import { WireClient, counter } from './wire.js';
 
-// The HTTP parser's own answers (CONTRACT.md, "Everything else"): whatever bytes arrive, every
+// The HTTP parser's own answers (docs/api.md#errors): whatever bytes arrive, every
 // response sent is complete, well-formed and carries the Error body; a request that cannot be
 // answered is closed without a byte.
 

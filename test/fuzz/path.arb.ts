@@ -1,7 +1,8 @@
 import fc from 'fast-check';
 import { idArb, outOfRangeArb } from './int64.arb.js';
 
-// The {id} of DELETE /plants/{id}: "decimal int64 in the path; anything else → 400" (CONTRACT.md).
+// The {id} of DELETE /plants/{id}: decimal int64 in the path; anything else → 400
+// (docs/api.md#delete-a-plant, docs/api.md#int64-ids).
 
 export interface PathIdCase {
   /** The path segment as sent (ASCII: percent-encoded where needed). */

@@ -1,7 +1,8 @@
 import fc from 'fast-check';
 
 // Names and tags: 1 to max Unicode code points, no U+0000–U+001F, no U+007F, no lone surrogates
-// (CONTRACT.md). Valid text leans on the edges the rule is about; invalid text breaks exactly one.
+// (docs/api.md#shapes). Valid text leans on the edges the rule is about; invalid text breaks
+// exactly one.
 
 const codePointArb: fc.Arbitrary<string> = fc
   .oneof(

@@ -9,7 +9,7 @@ import openapiTS, { type OpenAPI3, astToString } from 'openapi-typescript';
 import ts from 'typescript';
 import { type CliResult, type ServerProcess, runCli, startServer } from '../process.js';
 
-// Issue 17, point 6: a client generated from the document the server serves (openapi-typescript
+// A client generated from the document the server serves (openapi-typescript
 // types, driven by openapi-fetch, compiled by the repository's tsc in strict mode) creates, lists
 // page by page and deletes plants on a real server, int64 ids beyond 2^53 included.
 

@@ -6,7 +6,7 @@ import type { LightMyRequestResponse } from 'fastify';
 import { READ_WRITE, type TestApp, json, makeApp } from '../helpers.js';
 import { assertErrorBody, listen } from './support.js';
 
-// Compressed answers (issue 15): gzip and brotli by Accept-Encoding, above 1 KiB, with Vary.
+// Compressed answers: gzip and brotli by Accept-Encoding, above 1 KiB, with Vary.
 
 async function appWithPlants(t: TestContext, count: number): Promise<{ h: TestApp; token: string }> {
   const h = await makeApp();

@@ -7,7 +7,7 @@ import type { LightMyRequestResponse } from 'fastify';
 import { READ_WRITE, json, makeApp } from '../helpers.js';
 import { assertErrorBody, listen, parseRaw, rawExchange } from './support.js';
 
-// CORS_ORIGINS (issue 15): browser apps on the listed origins may call the API; every answer they
+// CORS_ORIGINS: browser apps on the listed origins may call the API; every answer they
 // get, errors included, says so and exposes the headers a script needs; nobody else gets any
 // CORS header. The browser's side of it is test/browser/cors.test.ts.
 

@@ -5,7 +5,7 @@ import { test } from 'node:test';
 import { READ_WRITE, makeApp } from '../helpers.js';
 import { assertErrorJson, listen } from './support.js';
 
-// Issue 38: a client still sending its body when the service answers early (413, 401, 415) reads
+// A client still sending its body when the service answers early (413, 401, 415) reads
 // that answer. The service reads and discards what follows for a while (src/http/lingering-close.ts)
 // instead of closing at once, whose reset made the client's next write fail with EPIPE before it
 // had read the answer.

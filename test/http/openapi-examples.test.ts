@@ -3,7 +3,7 @@ import { test } from 'node:test';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { READ_WRITE, makeApp } from '../helpers.js';
 
-// Issue 17: every parameter, request body and response body of the OpenAPI document has an
+// Every parameter, request body and response body of the OpenAPI document has an
 // example that its schema accepts, and the examples chain: a client generated from the document
 // can create the example plant, list it and delete it with nothing but the examples.
 

@@ -5,7 +5,7 @@ import { ConfigError, loadConfig } from '../../src/config.js';
 import { buildOpenApi } from '../../src/http/openapi.js';
 import { makeApp } from '../helpers.js';
 
-// Issue 17: what tools and readers expect of the document besides its operations: who it is
+// What tools and readers expect of the document besides its operations: who it is
 // from, how to get a token, its servers (PUBLIC_URL), declared tags, and a description and an
 // operationId on every operation.
 
@@ -120,8 +120,8 @@ test('tags are declared with a description, and every operation has a declared t
       );
     }
   }
-  // 1.2.0 added PATCH /webhooks/{id}, …/secret, …/ping, …/recover, …/attempts; issue 27 …/activity;
-  // 1.3.0 POST /events/tickets
+  // 1.2.0 added PATCH /webhooks/{id}, …/secret, …/ping, …/recover, …/attempts; the subscribers'
+  // page …/activity; 1.3.0 POST /events/tickets
   assert.equal(ids.size, 19);
 });
 

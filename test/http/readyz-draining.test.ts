@@ -3,7 +3,7 @@ import { test } from 'node:test';
 import { markDraining } from '../../src/http/draining.js';
 import { makeApp } from '../helpers.js';
 
-// Issue 16: /readyz answers 503 from the moment the process starts draining (server.ts marks the
+// /readyz answers 503 from the moment the process starts draining (server.ts marks the
 // app on SIGTERM), so a load balancer stops sending it new work while open connections finish.
 
 test('/readyz: 200 while serving, 503 with Retry-After once draining; /healthz stays 200', async (t) => {

@@ -128,7 +128,7 @@ function parseStrict(line: string): Record<string, unknown> {
   return value;
 }
 
-test('each refused request names who was refused and why (issue 16), never the secret; no line has a key twice', async (t) => {
+test('each refused request names who was refused and why, never the secret; no line has a key twice', async (t) => {
   const { app, store, lines } = await loggingApp(t, 'info');
   const tokens = new TokenService(store);
   const reader = await tokens.create({ subject: 'alice', scopes: ['plants:read'] });

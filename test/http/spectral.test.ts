@@ -7,7 +7,7 @@ import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { makeApp } from '../helpers.js';
 
-// Issue 17: the ecosystem's standard linter, Spectral with its `spectral:oas` ruleset (the
+// The ecosystem's standard linter, Spectral with its `spectral:oas` ruleset (the
 // repository's .spectral.yaml), accepts the OpenAPI document without an error or a warning: the
 // one the server serves and the committed openapi.json. The CLI is run as `npx spectral lint` runs it.
 

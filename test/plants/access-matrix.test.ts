@@ -224,7 +224,7 @@ const CREDENTIALS: ReadonlyArray<[string, string, (w: World) => Promise<string |
     async (w) => {
       const token = await w.h.token('carol', ['plants:admin'], 1000);
       // Well past its expiry on any clock: on PostgreSQL the database's clock stamped it, and the
-      // app's clock is compared with it through an offset measured a moment earlier (issue 13).
+      // app's clock is compared with it through an offset measured a moment earlier.
       w.h.advance(60_000);
       return token;
     },

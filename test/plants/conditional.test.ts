@@ -21,7 +21,7 @@ import {
   seed,
 } from './plant.helpers.js';
 
-// Conditional requests (issue 15): list pages carry a strong ETag made from the bytes sent, and
+// Conditional requests: list pages carry a strong ETag made from the bytes sent, and
 // If-None-Match answers 304 while the page is unchanged (RFC 9110 §8.8.3, §13.1.2, §15.4.5).
 
 const STRONG_TAG = /^"[A-Za-z0-9_-]{22}"$/;

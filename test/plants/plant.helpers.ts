@@ -20,7 +20,7 @@ export const INT64_MAX = '9223372036854775807';
 export const TWO_POW_53 = '9007199254740992';
 export const TWO_POW_53_PLUS_1 = '9007199254740993';
 
-/** Headers every API response carries (CONTRACT.md, "Everything else"). */
+/** Headers every API response carries (docs/api.md#headers). */
 export function assertApiHeaders(res: Response): void {
   assert.equal(res.headers['cache-control'], 'no-store', 'Cache-Control');
   assert.equal(res.headers['x-content-type-options'], 'nosniff', 'X-Content-Type-Options');

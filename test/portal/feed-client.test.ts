@@ -7,7 +7,7 @@ import { FeedClient, type FeedState } from '../../src/portal/feed-client.js';
 import { EventStreamParser, type StreamEvent } from '../../src/portal/sse.js';
 import { eventually } from '../support/eventually.js';
 
-// The portal's live feed (issue 27, point 5): a text/event-stream parser for a stream read with
+// The portal's live feed: a text/event-stream parser for a stream read with
 // fetch, and the client that reconnects after the server's `retry:` with Last-Event-ID. Pure
 // modules of src/portal/, run here under Node against a server that scripts each connection.
 

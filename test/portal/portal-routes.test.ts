@@ -3,7 +3,7 @@ import { readFile, readdir } from 'node:fs/promises';
 import { describe, test } from 'node:test';
 import { type TestApp, makeApp } from '../helpers.js';
 
-// GET /portal (issue 27): the page and its files, their headers, no token, outside the OpenAPI
+// GET /portal: the page and its files, their headers, no token, outside the OpenAPI
 // document, and PORTAL=off. The page itself is driven in test/browser/portal.test.ts.
 
 const CSP = "default-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'";
@@ -59,7 +59,7 @@ describe('GET /portal', () => {
     assert.equal(/<style\b|\sstyle=|\son[a-z]+=|="javascript:/i.exec(html)?.[0], undefined);
   });
 
-  test('no module of the page writes markup: API values go in as text (issue 27, point 6)', async () => {
+  test('no module of the page writes markup: API values go in as text', async () => {
     for (const name of await readdir(SOURCE)) {
       if (!name.endsWith('.ts')) continue;
       const code = (await readFile(new URL(name, SOURCE), 'utf8')).replace(/\/\/.*$|\/\*[\s\S]*?\*\//gm, '');

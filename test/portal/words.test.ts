@@ -11,7 +11,7 @@ import {
   statusWords,
 } from '../../src/portal/words.js';
 
-// The portal's words for times and states (issue 27, point 3: "in words, not codes"), and its
+// The portal's words for times and states ("in words, not codes"), and its
 // JSON reading, which keeps int64 ids exact.
 
 const NOW = Date.parse('2026-03-03T19:02:11Z');

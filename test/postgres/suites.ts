@@ -3,9 +3,9 @@ import { after } from 'node:test';
 import { stopSharedPostgres } from '../support/postgres.js';
 
 /**
- * Runs every suite of a folder of HTTP tests again, unchanged, on PostgreSQL (STYLE.md §6: one
- * contract suite over every engine). Each file here is its own test process, so setting the
- * engine before the suites load affects only them.
+ * Runs every suite of a folder of HTTP tests again, unchanged, on PostgreSQL
+ * (docs/conventions.md#tests: one contract suite over every engine). Each file here is its own test
+ * process, so setting the engine before the suites load affects only them.
  *
  * `engineFree` names the files of the folder that never reach a store (pure units: the address
  * policy, the sender, the signing), or reach one only to read what no engine changes (the OpenAPI

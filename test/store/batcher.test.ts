@@ -110,7 +110,7 @@ test('an item that waits too long for a slot fails, and the batcher goes on once
 });
 
 /**
- * Mocked time (issue 13): setTimeout, Date and performance.now move only when the test ticks.
+ * Mocked time: setTimeout, Date and performance.now move only when the test ticks.
  * `advanceTo` ticks a millisecond at a time and lets promises settle after each, so an item's
  * failure is recorded at the very millisecond its timer fired.
  */

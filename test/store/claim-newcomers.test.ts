@@ -12,7 +12,7 @@ import { type ClaimedDelivery, type Newcomers, originOf } from '../../src/store/
 import { reusableScratch, stopSharedPostgres } from '../support/postgres.js';
 import { underTest } from '../support/engines.js';
 
-// Issue 36 (the webhooks axis of bench:scale): a claim's slow start. A webhook the dispatcher has
+// The webhooks axis of bench:scale: a claim's slow start. A webhook the dispatcher has
 // no count for takes the room its receiver's origin has (`byOrigin`: a receiver seen to answer),
 // or else is a newcomer: `room` deliveries (one), for at most `most` newcomers in a claim. Without
 // `newcomers`, every webhook takes `perWebhook` as before. Both engines, the same answers.

@@ -25,8 +25,9 @@ import { eventually } from '../support/eventually.js';
 import { reusableScratch, stopSharedPostgres } from '../support/postgres.js';
 import { underTest } from '../support/engines.js';
 
-// The event log, webhooks and deliveries of issue 14 (CONTRACT.md, Events): one suite, run
-// unchanged on both engines (STYLE.md §6). The ordering proof under concurrency: postgres-event-order.test.ts.
+// The event log, webhooks and deliveries (docs/api.md#events): one suite, run unchanged on both
+// engines (docs/conventions.md#tests). The ordering proof under concurrency:
+// postgres-event-order.test.ts.
 
 const dir = mkdtempSync(join(tmpdir(), 'plant-store-events-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
@@ -1392,7 +1393,7 @@ for (const engine of underTest(engines)) {
     );
   });
 
-  describe(`${engine.name}: a webhook's history (issue 27)`, () => {
+  describe(`${engine.name}: a webhook's history`, () => {
     withStore('listDeliveries below an id: newest first, at most limit; undefined for another owner', async (h) => {
       const { store } = h;
       await store.createWebhook(webhook('wh-1', 'alice'), 20);

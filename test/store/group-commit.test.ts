@@ -124,7 +124,7 @@ test('a write is committed before it is answered: another connection sees it at 
   assert.equal(count(), 50);
 });
 
-// Issue 13: another connection's write lock must never freeze the event loop.
+// Another connection's write lock must never freeze the event loop.
 
 /** A second connection on the file that holds the write lock until released. */
 function holdWriteLock(path: string): { release(): void } {

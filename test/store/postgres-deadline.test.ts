@@ -9,7 +9,7 @@ import { scratchSchema, stopSharedPostgres } from '../support/postgres.js';
 
 after(stopSharedPostgres);
 
-/** A create's deadline on PostgreSQL: the pool's connection timeout (docs/decisions.md, Operations; issue 13). */
+/** A create's deadline on PostgreSQL: the pool's connection timeout (docs/decisions.md, Operations). */
 const DEADLINE_MS = 3000;
 
 const plant = (n: number): PlantRecord => ({ id: BigInt(n), owner: 'alice', name: `plant ${n}`, tag: null });

@@ -20,7 +20,7 @@ const page = (over: Partial<{ owner: string | null; tag: string | null; fromId: 
   ...over,
 });
 
-/** The storage contract: every engine's adapter must pass these, unchanged (STYLE.md §6). */
+/** The storage contract: every engine's adapter must pass these, unchanged (docs/conventions.md#tests). */
 export function storeContract(engine: string, open: () => Promise<Store>): void {
   describe(`${engine} store`, () => {
     const withStore = (name: string, body: (store: Store) => Promise<void>): void => {
@@ -172,7 +172,7 @@ export function storeContract(engine: string, open: () => Promise<Store>): void 
       const { createdAt, expiresAt, readAt: _readAt, ...rest } = found;
       const { createdAt: _c, expiresAt: _e, ...given } = token;
       assert.deepEqual(rest, given);
-      // The times may be the store's own clock (PostgreSQL stamps them: issue 13), but the lifetime asked for is kept.
+      // The times may be the store's own clock (PostgreSQL stamps them), but the lifetime asked for is kept.
       assert.equal(expiresAt! - createdAt, token.expiresAt! - token.createdAt);
       assert.equal(await store.findToken('missing'), undefined);
       assert.equal(await store.revokeToken(token.id, 1_750_000_000_000), true);
@@ -190,7 +190,7 @@ export function storeContract(engine: string, open: () => Promise<Store>): void 
     withStore(
       'lists tokens in pages by creation, then id, after a given token, of one subject or all',
       async (store) => {
-        // PostgreSQL stamps creation with its own clock (issue 13): the order is checked, not assumed.
+        // PostgreSQL stamps creation with its own clock: the order is checked, not assumed.
         for (let i = 0; i < 7; i++) {
           await store.createToken({
             id: `tok${String(i).padStart(9, '0')}`,

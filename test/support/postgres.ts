@@ -205,7 +205,7 @@ export async function scratchSchema(): Promise<Scratch> {
 
 /**
  * Scratch schemas of this process, migrated, then emptied when their store closed: the next
- * openScratchPostgres takes one instead of making and migrating a schema (issue 37). A schema
+ * openScratchPostgres takes one instead of making and migrating a schema. A schema
  * made and migrated, then dropped, cost PostgreSQL about 180 ms of CPU, and a run of `npm test`
  * opens hundreds; emptying one costs a TRUNCATE. Dropped when the process's tests end.
  */

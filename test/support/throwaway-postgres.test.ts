@@ -7,7 +7,7 @@ import { test } from 'node:test';
 import { promisify } from 'node:util';
 import { freePort } from './postgres.js';
 
-// Issue 12: the PostgreSQL the tests use, settled once by test/run.ts, and said clearly when it cannot be had.
+// The PostgreSQL the tests use, settled once by test/run.ts, and said clearly when it cannot be had.
 
 const run = promisify(execFile);
 const isRoot = process.getuid?.() === 0;

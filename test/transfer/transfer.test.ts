@@ -76,7 +76,7 @@ test('import refuses invalid UTF-8 by line number, and reads CRLF lines and a le
   );
 });
 
-// Issue 13: a line without end was copied on every chunk (quadratic) and kept whole in memory.
+// A line without end was copied on every chunk (quadratic) and kept whole in memory.
 test('import reports an over-long line once, by number and the cap, and still imports the lines after it', async (t) => {
   const store = await openTestStore();
   t.after(() => store.close());

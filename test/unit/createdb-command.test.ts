@@ -24,7 +24,7 @@ test('createdbCommand: the server, port, user and name of the URL, never its pas
   assert.equal(createdbCommand("postgres://app@db/it's"), "createdb -h db -p 5432 -U app 'it'\\''s'");
 });
 
-// Issue 34, point 1: every command takes the multi-host URL, the createdb hint too. createdb (libpq)
+// Every command takes the multi-host URL, the createdb hint too. createdb (libpq)
 // reads a list in -h and -p, one port for all or one per host; it has no option for
 // target_session_attrs, which libpq reads from PGTARGETSESSIONATTRS: without it, a standby named
 // first answers the CREATE DATABASE with "cannot execute CREATE DATABASE in a read-only transaction".

@@ -3,7 +3,7 @@ import { test } from 'node:test';
 import { StoreUnavailableError, failureFields } from '../../src/store/store.js';
 
 // Background loops (dispatcher, pruner, change feed) log through failureFields: in a database
-// outage a reason without a stack (the CI run of issue 16 caught the dispatcher's stack in the
+// outage a reason without a stack (a CI run caught the dispatcher's stack in the
 // outage test's log), anything unexpected with its stack.
 test('an unavailable database is logged by its reason alone, not doubled and without a stack', () => {
   const cause = new Error('terminating connection due to administrator command');

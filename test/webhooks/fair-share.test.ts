@@ -10,7 +10,7 @@ import { json } from '../helpers.js';
 import { plantBody } from '../plants/plant.helpers.js';
 import { TestReceiver, addWebhook, deliveryHarness, eventually } from './delivery-harness.js';
 
-// Issue 33, point 2 (contract 1.3.0, fairness): one subject whose receivers hang holds at most its
+// One subject whose receivers hang holds at most its
 // own share of a process's in-flight deliveries, and another subject's deliveries keep their
 // latency. Before the fix, subject M's hanging webhooks took all 256 slots of a process (32 each,
 // the webhooks walked from the first id at every claim), and subject A's delivery waited until M's
@@ -106,7 +106,7 @@ async function hangingReceiver(
 test("a subject's hanging receivers hold at most its share; another subject's delivery does not wait for them", async (t) => {
   const h = await deliveryHarness(t);
   // Mallory's receiver answers its first 20 requests, then hangs: its webhooks and its origin are
-  // known to answer (without that, the slow start of issue 36 keeps each of them to one delivery
+  // known to answer (without that, the newcomers' slow start keeps each of them to one delivery
   // in flight, and the subject's share is never reached), and then they all hang at once.
   const hanging = await hangingReceiver(t, undefined, undefined, 20);
   const healthy = await new TestReceiver().start(t);
@@ -181,7 +181,7 @@ test("a subject's hanging receivers hold at most its share; another subject's de
   }
 });
 
-// Issue 36 (the webhooks axis of bench:scale): with many subjects' receivers hanging at once, each
+// The webhooks axis of bench:scale: with many subjects' receivers hanging at once, each
 // subject within its share, their shares added up to more than the process, and they took every
 // slot (a slot of a hanging webhook is held for the sender's timeout, a healthy one's for
 // milliseconds); a quarter of 1,000 webhooks hanging starved the rest. Now the webhooks whose last
@@ -271,7 +271,7 @@ test('webhooks whose receivers hang, of many subjects at once, hold a quarter of
   }
 });
 
-// Issue 36, the slow start: a webhook whose receiver this process has not yet heard answer (a
+// The slow start: a webhook whose receiver this process has not yet heard answer (a
 // newcomer) gets one delivery in flight, and the newcomers together at most a quarter of the
 // process, so receivers that hang from the start cost one slot each for one timeout before they
 // are known, not their webhook's or subject's share. Before it, ten such webhooks of five subjects

@@ -18,7 +18,7 @@ import {
   eventually,
 } from './delivery-harness.js';
 
-// Issue 33, point 1 (contract 1.3.0): a receiver's answer is recorded whatever its bytes, and a
+// A receiver's answer is recorded whatever its bytes, and a
 // failure to record an attempt's details never leaves a delivery to be sent again and again. Before
 // the fix, a 200 whose body held a NUL could not be recorded on PostgreSQL (a text column refuses
 // U+0000): the delivery stayed pending with 0 attempts and was sent again each time its lease ran

@@ -7,7 +7,7 @@ import { json } from '../helpers.js';
 import { plantBody } from '../plants/plant.helpers.js';
 import { addWebhook, deliveryHarness, eventually } from './delivery-harness.js';
 
-// Issue 33, point 6 (contract 1.3.0): "An interim 1xx answer before the final one is accepted (RFC
+// "An interim 1xx answer before the final one is accepted (RFC
 // 9110 §15.2)": the final status counts. undici 7's HTTP/1.1 client destroyed the connection on a
 // 100 Continue ("bad response"), so such a receiver's 200 was recorded as a failure and sent again.
 // The receivers here are raw TCP servers on 127.0.0.1, since node:http's server writes no interim
@@ -133,7 +133,7 @@ describe('an interim 1xx answer before the final one is accepted (RFC 9110 §15.
   });
 });
 
-describe('what a hostile receiver found (issue 33 closing probes)', () => {
+describe('what a hostile receiver found', () => {
   test('an endless stream of 100 Continue fails the attempt after 10 interim answers, instead of holding the event loop for its 10 s', async (t) => {
     const sockets = new Set<Socket>();
     const server = createServer((socket) => {

@@ -12,10 +12,10 @@ import { READ_WRITE, type TestApp, json, makeApp } from '../helpers.js';
 import { sample } from '../support/scrape.js';
 import { eventually } from '../support/eventually.js';
 
-// The event side's metrics (CONTRACT.md 1.2.0, Metrics) after known traffic, on the engine under
-// test: attempts by result through a real dispatcher and sender to receivers on 127.0.0.1 (a
-// refusal through an injected resolver, so nothing leaves the machine), and the backlog the
-// database holds. Waits are deadlines on a condition.
+// The event side's metrics (interface 1.2.0; docs/api.md#health-documentation-and-metrics) after
+// known traffic, on the engine under test: attempts by result through a real dispatcher and sender
+// to receivers on 127.0.0.1 (a refusal through an injected resolver, so nothing leaves the
+// machine), and the backlog the database holds. Waits are deadlines on a condition.
 
 const DEADLINE_MS = 15_000;
 const ALL = [...READ_WRITE, 'webhooks:read', 'webhooks:write'];

@@ -4,7 +4,7 @@ import { json } from '../helpers.js';
 import { plantBody } from '../plants/plant.helpers.js';
 import { type DeliveryHarness, TestReceiver, addWebhook, deliveryHarness, eventually } from './delivery-harness.js';
 
-// Issue 33 point 9 (contract 1.3.0): POST /webhooks/{id}/recover also sends what a paused or
+// POST /webhooks/{id}/recover also sends what a paused or
 // disabled webhook was not sent: each event of its subject and types committed at or after
 // `since` with no delivery to this webhook gets one, in event order, beside the failed ones
 // requeued: {"requeued", "created"}. Resuming and recovering the pause are two calls. Both engines

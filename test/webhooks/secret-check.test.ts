@@ -10,8 +10,8 @@ import { loadConfig } from '../../src/config.js';
 import { settingsSummary } from '../../src/launch.js';
 import { openTestStore } from '../helpers.js';
 
-// At start, `serve` opens every stored webhook secret once with its SECRETS_KEY (CONTRACT.md
-// 1.2.0, Logs): one error line naming how many and which do not open, never a secret.
+// At start, `serve` opens every stored webhook secret once with its SECRETS_KEY
+// (docs/api.md#delivery): one error line naming how many and which do not open, never a secret.
 
 interface Line {
   level: string;
@@ -118,7 +118,7 @@ test('a database that cannot be read: a warning, and the start goes on', async (
   assert.equal(lines[0]?.level, 'warn');
 });
 
-test('without WEBHOOK_ALLOW_PRIVATE, stored http:// and private targets are one warn line naming how many, which and whose (issue 33, point 13)', async (t) => {
+test('without WEBHOOK_ALLOW_PRIVATE, stored http:// and private targets are one warn line naming how many, which and whose', async (t) => {
   const { store, ids } = await storeWith([noKey, noKey, noKey, noKey]);
   t.after(() => store.close());
   const urls = ['http://hooks.example.com/plants', 'https://127.0.0.1:8443/x', 'https://10.1.2.3/x'];

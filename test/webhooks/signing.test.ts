@@ -8,7 +8,7 @@ import { retryAfterMs } from '../../src/webhooks/outcome.js';
 import { SecretBox, SecretKeyError } from '../../src/webhooks/secret-box.js';
 import { newWebhookSecret, signDelivery } from '../../src/webhooks/signing.js';
 
-// Issue 14: what a receiver verifies, how secrets rest, and what each attempt's answer means.
+// What a receiver verifies, how secrets rest, and what each attempt's answer means.
 
 test('a new secret is whsec_ and the base64 of 24 random bytes, different every time', () => {
   const secrets = new Set(Array.from({ length: 100 }, newWebhookSecret));
@@ -137,7 +137,7 @@ test('Retry-After on a 429 or 503: seconds or an HTTP date, at least the schedul
   assert.equal(retryAfterMs('-5', now), undefined);
 });
 
-test('Retry-After is read in the two forms RFC 9110 defines, and only those (issue 33, point 7)', () => {
+test('Retry-After is read in the two forms RFC 9110 defines, and only those', () => {
   const now = Date.parse('2026-10-21T07:27:00Z');
   assert.equal(retryAfterMs('120', now), 120_000, 'delay-seconds');
   assert.equal(retryAfterMs('Wed, 21 Oct 2026 07:28:00 GMT', now), 60_000, 'an IMF-fixdate');

@@ -18,7 +18,7 @@ import {
 } from '../plants/plant.helpers.js';
 import type { WebhookBody } from '../../src/webhooks/webhook.schema.js';
 
-// The /webhooks API of CONTRACT.md (Events, interface 1.1.0) over app.inject, on the engine under
+// The /webhooks API (interface 1.1.0; docs/api.md#webhooks) over app.inject, on the engine under
 // test. Nothing here connects anywhere: registration neither resolves nor connects, and buildApp
 // starts no dispatcher, so deliveries stay pending. As a guard, DNS lookups of every name but
 // localhost fail for the whole file and are counted, so not even a resolver is asked.

@@ -16,7 +16,7 @@ import {
 } from '../plants/plant.helpers.js';
 import { type DeliveryHarness, TestReceiver, addWebhook, deliveryHarness, eventually } from './delivery-harness.js';
 
-// A webhook's history for the subscriber's page (issue 27), on the engine under test: its
+// A webhook's history for the subscriber's page, on the engine under test: its
 // deliveries in pages (`?before=` and `Link: rel="next"`), and its attempts of the last 24 hours
 // by the hour (GET /webhooks/{id}/activity), counted from attempts a real dispatcher made against
 // a receiver on 127.0.0.1.

@@ -241,7 +241,7 @@ describe('POST /webhooks/{id}/secret', () => {
 });
 
 describe('POST /webhooks/{id}/recover and GET …/attempts refuse what they cannot read', () => {
-  // Issue 33, point 8: dates that do not exist (Date.parse read 30 February as 2 March), hours and
+  // Dates that do not exist (Date.parse read 30 February as 2 March), hours and
   // offsets past their range.
   const impossible = ['2025-02-30T00:00:00Z', '2024-02-30T00:00:00Z', '2025-04-31T00:00:00Z', '2025-03-01T24:00:00Z'];
   for (const since of ['yesterday', '2025-03-01', '2025-03-01T06:00:00', '2025-13-01T00:00:00Z', 5, ...impossible]) {
@@ -278,7 +278,7 @@ describe('POST /webhooks/{id}/recover and GET …/attempts refuse what they cann
   });
 });
 
-describe('POST /webhooks/{id}/secret without a body (issue 33, point 8)', () => {
+describe('POST /webhooks/{id}/secret without a body', () => {
   test('no body rotates with the default overlap, as {} does; a body that is not JSON is still a 415', async (t) => {
     const { h, alice } = await users(t);
     const created = await createWebhook(h, alice);

@@ -6,7 +6,7 @@ import { json } from '../helpers.js';
 import { plantBody } from '../plants/plant.helpers.js';
 import { type DeliveryHarness, TestReceiver, addWebhook, deliveryHarness, eventually } from './delivery-harness.js';
 
-// Issue 33, points 3 and 4 (contract 1.3.0): a retry asked for while an attempt is on the wire is
+// A retry asked for while an attempt is on the wire is
 // not lost, and enabling a webhook that is already active changes nothing. Both engines
 // (test/postgres/webhooks.test.ts runs this folder again there).
 

@@ -1,6 +1,7 @@
 /**
- * Plant ids are int64 (CONTRACT.md): a JS number loses integers above 2^53, so this client takes
- * them only as `bigint` or as decimal text, and writes them into JSON and URLs as exact digits.
+ * Plant ids are int64 (docs/api.md#int64-ids): a JS number loses integers above 2^53, so this
+ * client takes them only as `bigint` or as decimal text, and writes them into JSON and URLs as
+ * exact digits.
  */
 export type Int64 = bigint | string;
 

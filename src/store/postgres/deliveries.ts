@@ -91,12 +91,13 @@ const SQL = {
   // name, when $9 is given, takes $9's room for its URL's origin or is a newcomer, room NULL: $10
   // deliveries, for at most $11 newcomers). Walked through webhooks_pkey and a probe of
   // deliveries_due_by_webhook each, stopping at the $12th, so a claim costs the same whatever the
-  // number of webhooks with nothing to send or no room (issue 36: with 10,000 webhooks, one
-  // statement over all of them took 276 ms a claim). Then each one's earliest due deliveries (SKIP
+  // number of webhooks with nothing to send or no room (one statement over all 10,000 webhooks of a
+  // large install would read every one each claim). Then each one's earliest due deliveries (SKIP
   // LOCKED passes over rows another dispatcher is leasing right now), no more than its subject's
-  // share ($7 a subject, less $8) (contract 1.3.0: one subject's hanging receivers once held every
-  // slot of a process), the first $4 in turn order leased. The dispatcher's store walks the windows
-  // round (claim below): the answer's last rows carry the window's last webhook and its size.
+  // share ($7 a subject, less $8: one subject's hanging receivers must not hold every slot of a
+  // process, docs/api.md#delivery), the first $4 in turn order leased. The dispatcher's store walks
+  // the windows round (claim below): the answer's last rows carry the window's last webhook and its
+  // size.
   claim: `WITH turns AS MATERIALIZED (
       SELECT id, owner, room, row_number() OVER (ORDER BY id) AS turn FROM (
         SELECT id, owner,

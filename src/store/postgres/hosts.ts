@@ -478,10 +478,10 @@ export function routedClient(router: HostRouter): typeof pg.Client {
 
 /**
  * Runs `attempt` again while it fails for a failover (failoverFate) and the router's wait has not
- * run out: a request waits for the new primary instead of failing (interface 1.3.0, point 2 of
- * issue 34). `repeatable`: the statement may be sent again even when it may have run (a read, an
- * insert that skips ids it finds, a revocation); otherwise only when it surely did not run.
- * Without a router (one server) it runs once, as before.
+ * run out: a request waits for the new primary instead of failing (interface 1.3.0;
+ * docs/api.md#postgresql-failover-and-shutdown). `repeatable`: the statement may be sent again even
+ * when it may have run (a read, an insert that skips ids it finds, a revocation); otherwise only
+ * when it surely did not run. Without a router (one server) it runs once.
  */
 export async function throughFailover<T>(
   router: HostRouter | undefined,

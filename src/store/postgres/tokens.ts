@@ -3,7 +3,8 @@ import { type STATEMENTS, runStatement } from './statements.js';
 import { BEFORE_EVERY_TOKEN, type TicketRecord, type TokenPage, type TokenRecord } from '../store.js';
 
 // API tokens on PostgreSQL: stored with the hash of the secret (never the secret), found by their
-// public id, listed, revoked. Every time is the database's clock (issue 13; postgres/statements.ts).
+// public id, listed, revoked. Every time is the database's clock (postgres/statements.ts), so a
+// host whose clock is off neither shortens nor stretches a token's life.
 
 interface TokenRow {
   id: string;

@@ -3,7 +3,7 @@ import Database from 'better-sqlite3';
 import { makeFolder } from './folder.js';
 import { sqliteMigrations } from './migrations.js';
 
-// The SQLite connection: opened with the durability the contract needs and the way its statements
+// The SQLite connection: opened with the durability a 200 promises (docs/api.md) and the way its statements
 // wait for locks, and brought up to the schema (sqlite/migrations.ts).
 
 export interface SqliteOptions {
@@ -62,7 +62,7 @@ function openFile(path: string): Database.Database {
   }
 }
 
-/** Opens (creating when missing) a SQLite file with the durability the contract needs. */
+/** Opens (creating when missing) a SQLite file with the durability a 200 promises. */
 export function openConnection(
   path: string,
   { locks = 'block', tracing }: Pick<SqliteOptions, 'locks' | 'tracing'>,

@@ -51,7 +51,7 @@ type LogReads = ReturnType<typeof logReads>;
 
 /**
  * The four reads of the log, of `columns` in id order: every owner's events or one's, of every type
- * or of those in a JSON array (?types=, issue 23: the range on id stays the index's, the type a filter).
+ * or of those in a JSON array (?types=: the range on id stays the index's, the type a filter).
  */
 function logReads(columns: string, prepare: (sql: string) => Database.Statement) {
   const read = (where: string) => prepare(`SELECT ${columns} FROM events WHERE ${where} ORDER BY events.id LIMIT ?`);

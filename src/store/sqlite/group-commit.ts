@@ -43,7 +43,7 @@ export const isBusy = (error: unknown): boolean =>
  * savepoint, and only if one of them throws is that savepoint rolled back and every write run
  * again in its own. A batch with any other write runs each in its own, as before.
  *
- * The write lock is taken without waiting (issue 13): better-sqlite3 is synchronous, so a
+ * The write lock is taken without waiting: better-sqlite3 is synchronous, so a
  * busy_timeout would freeze the whole event loop while another process (an operator's `sqlite3`,
  * an import, another worker) holds the lock. When the lock is taken, the batch stays queued and
  * the attempt is repeated from the event loop after a short, growing pause (1 ms doubling to

@@ -132,8 +132,9 @@ export const sqliteMigrations: readonly Migration[] = [
     version: 5,
     name: 'no index on events.created_at',
     sql: `
-      -- The pruner walks the log in id order from its oldest event (store/sqlite/event-log.ts):
-      -- a create no longer updates this index (issue 26: the event row's share of a create).
+      -- The pruner walks the log in id order from its oldest event (store/sqlite/event-log.ts), so
+      -- it needs no index on created_at, and without one a create writes one index fewer for its
+      -- event row.
       DROP INDEX IF EXISTS events_created_at;
     `,
   },
@@ -156,7 +157,7 @@ export const sqliteMigrations: readonly Migration[] = [
     name: 'a retry asked for during an attempt',
     sql: `
       -- POST …/retry while the delivery's attempt is on the wire: the time it was asked, which the
-      -- attempt's record then keeps (pending, due then) instead of its own outcome's (issue 33).
+      -- attempt's record then keeps (pending, due then) instead of its own outcome's.
       ALTER TABLE deliveries ADD COLUMN retry_asked_at INTEGER;
     `,
   },
@@ -182,7 +183,7 @@ export const sqliteMigrations: readonly Migration[] = [
     name: 'the token listing in pages',
     sql: `
       -- \`token list\` reads the tokens a page at a time, in creation order (then id), after the last
-      -- token of the page before (issue 36): through these a page costs O(log n) at any place, and
+      -- token of the page before: through these a page costs O(log n) at any place, and
       -- a subject's tokens (--subject) are read without the others'.
       CREATE INDEX api_tokens_created ON api_tokens (created_at, id);
       CREATE INDEX api_tokens_subject ON api_tokens (subject, created_at, id);

@@ -51,7 +51,7 @@ type Statements = ReturnType<typeof preparePlantStatements>;
  * dirties about 10,000 pages (40 MiB) at a million plants, more as the trees deepen: in 16 MiB
  * those pages are spilled to the WAL mid-batch and read back, 1.03 reads and 3.9 kB written a
  * plant at a million, 3.42 and 11.8 kB at ten million; with 128 MiB 0.21 and 1.7 kB, 0.27 and
- * 2.2 kB (issue 36, BENCHMARKS.md "Plants: 1,000,000 and 10,000,000"). The import's peak RSS is
+ * 2.2 kB (BENCHMARKS.md, "Plants: 1,000,000 and 10,000,000"). The import's peak RSS is
  * about 130 MiB larger, whatever the size. Only for the import: `serve` keeps the default.
  */
 const IMPORT_CACHE_KIB = 128 * 1024;

@@ -67,7 +67,7 @@ const RERUNNABLE = { rerunnable: true };
 // time, a read at once that answers 503 on a lock), and the work itself is done by the modules of
 // plants, tokens, the event log, deliveries and webhooks.
 
-/** Opens (creating when missing) a SQLite store with the durability the contract needs. */
+/** Opens (creating when missing) a SQLite store with the durability a 200 promises (docs/api.md). */
 export function openSqlite(path: string, options: SqliteOptions = {}): SqliteStore {
   const { locks = 'block', lockWaitMs, tracing } = options;
   const db = openConnection(path, { locks, tracing });
