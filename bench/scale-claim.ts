@@ -69,7 +69,15 @@ async function series(store: Store): Promise<{ times: number[]; leased: number }
   let leased = 0;
   for (let i = 0; i < 20; i++) {
     const t0 = performance.now();
-    const claimed = await store.claimDeliveries(`h${i}`, 60_000, 64, 32, new Map(), 0, subjects(after));
+    const claimed = await store.claimDeliveries({
+      holder: `h${i}`,
+      leaseMs: 60_000,
+      limit: 64,
+      perWebhook: 32,
+      busy: new Map(),
+      fanOut: 0,
+      subjects: subjects(after),
+    });
     times.push(performance.now() - t0);
     leased += claimed.length;
     after = claimed.at(-1)?.webhook.id ?? after;

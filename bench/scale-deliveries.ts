@@ -60,7 +60,13 @@ export async function deliveriesAxis(db: RunDb, n: number, quick: boolean): Prom
       const claims: number[] = [];
       for (let i = 0; i < 21; i++) {
         const started = performance.now();
-        const claimed = await store.claimDeliveries('scale-bench', 60_000, 256, 32, new Map());
+        const claimed = await store.claimDeliveries({
+          holder: 'scale-bench',
+          leaseMs: 60_000,
+          limit: 256,
+          perWebhook: 32,
+          busy: new Map(),
+        });
         if (i > 0) claims.push(performance.now() - started);
         if (claimed.length !== 32) throw new Error(`a claim took ${claimed.length} deliveries`);
       }

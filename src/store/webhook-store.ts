@@ -126,6 +126,23 @@ export interface AttemptOutcome {
  * A process's in-flight deliveries by subject (a fair share, docs/api.md#delivery): one subject whose
  * receivers hang or fail holds at most `perSubject` of them, whatever its number of webhooks.
  */
+/** What a dispatcher's claim asks for (WebhookStore.claimDeliveries). */
+export interface ClaimRequest {
+  /** The dispatcher that leases: its leases are its own to record or release. */
+  readonly holder: string;
+  readonly leaseMs: number;
+  /** The most deliveries leased by this claim. */
+  readonly limit: number;
+  /** The most of one webhook in flight at once, counting `busy`'s. */
+  readonly perWebhook: number;
+  /** What the claiming process has in flight now, by webhook id. */
+  readonly busy: ReadonlyMap<string, number>;
+  /** The most events fanned out first (FAN_OUT_BATCH when left out). */
+  readonly fanOut?: number;
+  /** Each subject's share, and where the turn starts (ANY_SUBJECT when left out). */
+  readonly subjects?: SubjectShares;
+}
+
 export interface SubjectShares {
   readonly perSubject: number;
   /** What the claiming process has in flight now, by subject (the webhooks' owner). */
@@ -279,23 +296,15 @@ export interface WebhookStore {
   /** Pending again and due now (same webhook-id); false when there is no such delivery. */
   retryDelivery(webhookId: string, deliveryId: bigint, owner: string | null): Promise<boolean>;
   /**
-   * First makes the deliveries of up to `fanOut` events not yet fanned out (default
-   * FAN_OUT_BATCH; a create writes only its event, see docs/events.md); then leases up to `limit`
-   * due deliveries of active webhooks (and the due pings of disabled ones) for `leaseMs` (store
-   * clock), skipping any another dispatcher holds; at most `perWebhook` of one webhook, minus those
-   * `busy` counts, and at most `subjects.perSubject` of one subject's webhooks together, minus
-   * those `subjects.busy` counts. The webhooks are taken in turn from the one after
-   * `subjects.after` (round robin), and the deliveries answered in that order.
+   * First makes the deliveries of up to `fanOut` events not yet fanned out (a create writes only
+   * its event, see docs/events.md); then leases up to `limit` due deliveries of active webhooks
+   * (and the due pings of disabled ones) for `leaseMs` (store clock), skipping any another
+   * dispatcher holds; at most `perWebhook` of one webhook, minus those `busy` counts, and at most
+   * `subjects.perSubject` of one subject's webhooks together, minus those `subjects.busy` counts.
+   * The webhooks are taken in turn from the one after `subjects.after` (round robin), and the
+   * deliveries answered in that order.
    */
-  claimDeliveries(
-    holder: string,
-    leaseMs: number,
-    limit: number,
-    perWebhook: number,
-    busy: ReadonlyMap<string, number>,
-    fanOut?: number,
-    subjects?: SubjectShares,
-  ): Promise<ClaimedDelivery[]>;
+  claimDeliveries(request: ClaimRequest): Promise<ClaimedDelivery[]>;
   /**
    * Records an attempt, and its line in the attempt log, in the same write; false when the lease
    * was lost (another dispatcher took over).

@@ -157,22 +157,22 @@ export class Dispatcher {
       while (this.running && this.total < capacity) {
         const room = Math.min(CLAIM_BATCH, capacity - this.total);
         const rooms = this.receivers.forClaim(capacity, this.inFlight);
-        const claimed = await this.store.claimDeliveries(
-          this.holder,
-          this.settings.leaseMs,
-          room,
-          this.settings.maxInFlightPerWebhook,
-          rooms.busy,
+        const claimed = await this.store.claimDeliveries({
+          holder: this.holder,
+          leaseMs: this.settings.leaseMs,
+          limit: room,
+          perWebhook: this.settings.maxInFlightPerWebhook,
+          busy: rooms.busy,
           // Under pressure only as many events are fanned out as can be sent: a burst of creates
           // is not slowed by its webhooks, and the rest is fanned out once it ends.
-          saturated ? room : FAN_OUT_BATCH,
-          {
+          fanOut: saturated ? room : FAN_OUT_BATCH,
+          subjects: {
             perSubject: this.settings.maxInFlightPerSubject,
             busy: this.inFlightBySubject,
             after: this.lastClaimedWebhook,
             newcomers: rooms.newcomers,
           },
-        );
+        });
         this.lastClaimedWebhook = claimed.at(-1)?.webhook.id ?? this.lastClaimedWebhook;
         this.receivers.claimed(claimed, rooms);
         for (const delivery of claimed) this.send(delivery);

@@ -82,10 +82,17 @@ const byWebhook = (claimed: ClaimedDelivery[]): Record<string, number> => {
 };
 
 const claim = (store: Store, holder: string, busy: ReadonlyMap<string, number>, newcomers?: Newcomers) =>
-  claimSettled(store, holder, 60_000, 100, 3, busy, undefined, {
-    perSubject: 100,
-    busy: new Map(),
-    newcomers,
+  claimSettled(store, {
+    holder,
+    leaseMs: 60_000,
+    limit: 100,
+    perWebhook: 3,
+    busy,
+    subjects: {
+      perSubject: 100,
+      busy: new Map(),
+      newcomers,
+    },
   });
 
 test('originOf reads what PostgreSQL reads: everything before the path, query or fragment', () => {
@@ -142,19 +149,33 @@ for (const engine of underTest(engines)) {
     await store.createPlant({ id: 1n, owner: 'someone', name: 'one', tag: null });
     // w000 to w149 have no room (their share out); the turn starts after w200.
     const full = new Map(ids.slice(0, 150).map((id) => [id, 3]));
-    const claimed = await claimSettled(store, 'h', 60_000, 100, 3, full, undefined, {
-      perSubject: 100,
-      busy: new Map(),
-      after: 'w200',
+    const claimed = await claimSettled(store, {
+      holder: 'h',
+      leaseMs: 60_000,
+      limit: 100,
+      perWebhook: 3,
+      busy: full,
+      subjects: {
+        perSubject: 100,
+        busy: new Map(),
+        after: 'w200',
+      },
     });
     assert.deepEqual(
       claimed.map((d) => d.webhook.id),
       [...ids.slice(201), 'w150'],
     );
     // The rest, from the start again (no `after`): w151 to w200, one each.
-    const rest = await claimSettled(store, 'h', 60_000, 100, 3, full, undefined, {
-      perSubject: 100,
-      busy: new Map(),
+    const rest = await claimSettled(store, {
+      holder: 'h',
+      leaseMs: 60_000,
+      limit: 100,
+      perWebhook: 3,
+      busy: full,
+      subjects: {
+        perSubject: 100,
+        busy: new Map(),
+      },
     });
     assert.deepEqual(
       rest.map((d) => d.webhook.id),
@@ -174,9 +195,16 @@ for (const engine of underTest(engines)) {
     }
     await store.createPlant({ id: 1n, owner: 'someone', name: 'one', tag: null });
     // 60 wanted, 10 a subject: x's first ten, then y's (after 200 of x's webhooks), and no more.
-    const claimed = await claimSettled(store, 'h', 60_000, 60, 3, new Map(), undefined, {
-      perSubject: 10,
+    const claimed = await claimSettled(store, {
+      holder: 'h',
+      leaseMs: 60_000,
+      limit: 60,
+      perWebhook: 3,
       busy: new Map(),
+      subjects: {
+        perSubject: 10,
+        busy: new Map(),
+      },
     });
     assert.deepEqual(
       claimed.map((d) => d.webhook.id),
@@ -203,7 +231,14 @@ for (const engine of underTest(engines)) {
     const owed = ids.filter((_, i) => i % 2 === 0 && i % 6 !== 0);
     const turn = [...owed.filter((id) => id > 'w201'), ...owed.filter((id) => id <= 'w201')];
     const claimOf = (limit: number, after: string) =>
-      claimSettled(store, 'h', 60_000, limit, 1, new Map(), undefined, { perSubject: 100, busy: new Map(), after });
+      claimSettled(store, {
+        holder: 'h',
+        leaseMs: 60_000,
+        limit,
+        perWebhook: 1,
+        busy: new Map(),
+        subjects: { perSubject: 100, busy: new Map(), after },
+      });
     const first = await claimOf(60, 'w201');
     assert.deepEqual(
       first.map((d) => d.webhook.id),

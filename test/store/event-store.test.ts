@@ -143,7 +143,7 @@ const failed: AttemptOutcome = {
 };
 
 const claim = (store: Store, holder: string, limit = 100, perWebhook = 100, busy = new Map<string, number>()) =>
-  claimSettled(store, holder, 60_000, limit, perWebhook, busy);
+  claimSettled(store, { holder, leaseMs: 60_000, limit, perWebhook, busy });
 
 const allEvents = (store: Store): Promise<EventRecord[]> => store.readEvents(0n, null, 10_000);
 const eventSummary = (events: EventRecord[]) => events.map((e) => [e.type, e.owner, e.payload]);
@@ -384,7 +384,14 @@ for (const engine of underTest(engines)) {
       assert.deepEqual(await h.sql('SELECT id FROM deliveries'), [], 'nothing in the create’s transaction');
       assert.equal(await cursorOf(h), before);
       // A look under pressure fans out only as many events as it asks for.
-      const [first] = await claimSettled(store, 'h', 60_000, 1, 10, new Map(), 1);
+      const [first] = await claimSettled(store, {
+        holder: 'h',
+        leaseMs: 60_000,
+        limit: 1,
+        perWebhook: 10,
+        busy: new Map(),
+        fanOut: 1,
+      });
       const events = await allEvents(store);
       assert.equal(first!.eventId, events[0]!.id);
       assert.equal(await cursorOf(h), events[0]!.id);
@@ -676,7 +683,13 @@ for (const engine of underTest(engines)) {
       const { store, other } = h;
       await store.createWebhook(webhook('wh-1', 'alice'), 20);
       await store.createPlant(plant(1n, 'alice'));
-      const [first] = await claimSettled(store, 'h1', 50, 10, 10, new Map());
+      const [first] = await claimSettled(store, {
+        holder: 'h1',
+        leaseMs: 50,
+        limit: 10,
+        perWebhook: 10,
+        busy: new Map(),
+      });
       const [second] = await eventually(async () => {
         const claimed = await claim(other, 'h2');
         return claimed.length > 0 ? claimed : undefined;
@@ -984,7 +997,14 @@ for (const engine of underTest(engines)) {
         await store.createWebhook(webhook('wh-1', 'alice'), 20);
         const plants = Array.from({ length: 2_510 }, (_, i) => plant(BigInt(i + 1), 'alice'));
         for (let i = 0; i < plants.length; i += 2000) await store.insertBatch(plants.slice(i, i + 2000));
-        await claimSettled(store, 'h', 60_000, 1, 1, new Map(), 50_000); // fans every event out
+        await claimSettled(store, {
+          holder: 'h',
+          leaseMs: 60_000,
+          limit: 1,
+          perWebhook: 1,
+          busy: new Map(),
+          fanOut: 50_000,
+        }); // fans every event out
         await store.releaseLeases('h');
         await h.sql(`UPDATE deliveries SET status = 'failed', next_attempt_at = NULL`);
         // 2,500 events and their 2,500 deliveries past retention, all deliveries of one time: three batches.
@@ -1082,7 +1102,14 @@ for (const engine of underTest(engines)) {
       await store.createWebhook(webhook('wh-2', 'alice'), 20);
       const plants = Array.from({ length: 10_100 }, (_, i) => plant(BigInt(i + 1), 'alice'));
       for (let i = 0; i < plants.length; i += 2000) await store.insertBatch(plants.slice(i, i + 2000));
-      await claimSettled(store, 'h', 60_000, 1, 1, new Map(), 50_000); // fans every event out
+      await claimSettled(store, {
+        holder: 'h',
+        leaseMs: 60_000,
+        limit: 1,
+        perWebhook: 1,
+        busy: new Map(),
+        fanOut: 50_000,
+      }); // fans every event out
       await store.releaseLeases('h');
       await h.sql(`UPDATE deliveries SET status = 'failed', attempts = 8, next_attempt_at = NULL, created_at = 5000`);
       await h.sql(
@@ -1104,7 +1131,13 @@ for (const engine of underTest(engines)) {
         ],
         'only wh-1’s, only those since; attempts kept, the schedule counted from them',
       );
-      const [first] = await claimSettled(store, 'h', 60_000, 1, 1, new Map());
+      const [first] = await claimSettled(store, {
+        holder: 'h',
+        leaseMs: 60_000,
+        limit: 1,
+        perWebhook: 1,
+        busy: new Map(),
+      });
       assert.deepEqual([first!.attempts, first!.scheduleFrom], [8, 8]);
       assert.equal(await store.recoverDeliveries('wh-1', 'bob', 0), undefined, 'another owner’s: no such webhook');
       assert.equal(await store.recoverDeliveries('wh-9', null, 0), undefined);
@@ -1117,7 +1150,14 @@ for (const engine of underTest(engines)) {
         await store.createWebhook(webhook('wh-1', 'alice'), 20);
         await store.createWebhook(webhook('wh-2', 'alice'), 20);
         await store.insertBatch(Array.from({ length: 40 }, (_, i) => plant(BigInt(i + 1), 'alice')));
-        await claimSettled(store, 'h', 60_000, 1, 1, new Map(), 1000); // fans every event out
+        await claimSettled(store, {
+          holder: 'h',
+          leaseMs: 60_000,
+          limit: 1,
+          perWebhook: 1,
+          busy: new Map(),
+          fanOut: 1000,
+        }); // fans every event out
         await store.releaseLeases('h');
         await h.sql(`UPDATE deliveries SET status = 'failed', attempts = 3, next_attempt_at = NULL, created_at = 5000`);
         await h.sql(`UPDATE deliveries SET created_at = 4999 WHERE webhook_id = 'wh-1' AND event_id % 5 = 0`);
@@ -1162,7 +1202,14 @@ for (const engine of underTest(engines)) {
           for (let i = from; i <= to; i++) await store.createPlant(plant(BigInt(i), owner));
         };
         const fanOut = async (): Promise<void> => {
-          await claimSettled(store, 'h', 60_000, 1, 1, new Map(), 1000);
+          await claimSettled(store, {
+            holder: 'h',
+            leaseMs: 60_000,
+            limit: 1,
+            perWebhook: 1,
+            busy: new Map(),
+            fanOut: 1000,
+          });
           await store.releaseLeases('h');
         };
         const pause = (id: string, owner: string) => store.updateWebhook(id, owner, { status: 'disabled' });
@@ -1243,7 +1290,14 @@ for (const engine of underTest(engines)) {
         const { store } = h;
         await store.createWebhook(webhook('wh-1', 'alice'), 20);
         await store.insertBatch(Array.from({ length: 20 }, (_, i) => plant(BigInt(i + 1), 'alice')));
-        await claimSettled(store, 'h', 60_000, 1, 1, new Map(), 1000);
+        await claimSettled(store, {
+          holder: 'h',
+          leaseMs: 60_000,
+          limit: 1,
+          perWebhook: 1,
+          busy: new Map(),
+          fanOut: 1000,
+        });
         await store.releaseLeases('h');
         await h.sql(`UPDATE deliveries SET status = 'failed', attempts = 8, next_attempt_at = NULL, created_at = 5000`);
         const ids = (await deliveriesOf(store, 'wh-1')).map((d) => d.id).reverse();

@@ -193,7 +193,13 @@ async function plant(h: TestApp, token: string, id: string, name = `plant ${id}`
 
 /** Makes the store record one failed attempt of the webhook's due delivery, as a dispatcher would. */
 async function failOneAttempt(h: TestApp, lastStatus: number, disable: 'gone' | null = null): Promise<string> {
-  const [claimed] = await claimSettled(h.store, 'test-dispatcher', 60_000, 1, 16, new Map());
+  const [claimed] = await claimSettled(h.store, {
+    holder: 'test-dispatcher',
+    leaseMs: 60_000,
+    limit: 1,
+    perWebhook: 16,
+    busy: new Map(),
+  });
   assert.ok(claimed, 'a due delivery to claim');
   const outcome = {
     status: 'failed' as const,

@@ -13,9 +13,11 @@ import {
   type DisabledReason,
   ORIGIN_SQL,
   PING_TYPE,
-  type SubjectShares,
+  ANY_SUBJECT,
+  type ClaimRequest,
   storableText,
 } from '../webhook-store.js';
+import { FAN_OUT_BATCH } from '../event-store.js';
 
 // Deliveries on PostgreSQL: made from the event log behind a cursor (fanOut), leased by the
 // dispatchers, their attempts recorded, listed and retried. Every time here is the database's
@@ -292,15 +294,15 @@ export class PostgresDeliveries {
     return (await this.query(SQL.retryDelivery, [deliveryId, webhookId, owner])).length === 1;
   }
 
-  async claim(
-    holder: string,
-    leaseMs: number,
-    limit: number,
-    perWebhook: number,
-    busy: ReadonlyMap<string, number>,
-    fanOut: number,
-    subjects: SubjectShares,
-  ): Promise<ClaimedDelivery[]> {
+  async claim({
+    holder,
+    leaseMs,
+    limit,
+    perWebhook,
+    busy,
+    fanOut = FAN_OUT_BATCH,
+    subjects = ANY_SUBJECT,
+  }: ClaimRequest): Promise<ClaimedDelivery[]> {
     await this.query(SQL.fanOut, [fanOut], this.dispatch());
     // The turn from the webhook after `after` to the last, then from the first to `after`, a window
     // of CLAIM_WINDOW webhooks at a time (those with something due and room), until `limit` is

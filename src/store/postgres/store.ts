@@ -27,7 +27,6 @@ import {
   type EventRow,
   type EventsPublished,
   type EventType,
-  FAN_OUT_BATCH,
   type PruneBatch,
   PRUNE_START,
 } from '../event-store.js';
@@ -40,12 +39,12 @@ import {
   type NewWebhookRecord,
   type WebhookPatch,
   type ClaimedDelivery,
+  type ClaimRequest,
   type DeliveryRecord,
   type Recovered,
   type RecoverOptions,
   type WebhookRecord,
   type WebhookBacklog,
-  ANY_SUBJECT,
 } from '../webhook-store.js';
 
 // The PostgreSQL adapter of the Store port: the pools, and the modules of plants, tokens, the event
@@ -264,16 +263,8 @@ export class PostgresStore implements Store {
     return this.deliveries.retryDelivery(webhookId, deliveryId, owner);
   }
 
-  claimDeliveries(
-    holder: string,
-    leaseMs: number,
-    limit: number,
-    perWebhook: number,
-    busy: ReadonlyMap<string, number>,
-    fanOut = FAN_OUT_BATCH,
-    subjects = ANY_SUBJECT,
-  ): Promise<ClaimedDelivery[]> {
-    return this.deliveries.claim(holder, leaseMs, limit, perWebhook, busy, fanOut, subjects);
+  claimDeliveries(request: ClaimRequest): Promise<ClaimedDelivery[]> {
+    return this.deliveries.claim(request);
   }
 
   recordAttempt(id: bigint, holder: string, outcome: AttemptOutcome): Promise<AttemptRecorded> {

@@ -10,9 +10,11 @@ import {
   type DeliveryType,
   type DisabledReason,
   PING_TYPE,
-  type SubjectShares,
+  ANY_SUBJECT,
+  type ClaimRequest,
   originOf,
 } from '../webhook-store.js';
+import { FAN_OUT_BATCH } from '../event-store.js';
 
 // Deliveries on SQLite: made from the event log behind a cursor (fanOut), leased by the
 // dispatchers, their attempts recorded, listed and retried. Every statement runs synchronously on
@@ -194,15 +196,15 @@ export class SqliteDeliveries {
     return this.sql.retryDelivery.run({ now: this.now(), id: deliveryId, webhook: webhookId }).changes === 1;
   }
 
-  claim(
-    holder: string,
-    leaseMs: number,
-    limit: number,
-    perWebhook: number,
-    busy: ReadonlyMap<string, number>,
-    fanOut: number,
-    subjects: SubjectShares,
-  ): ClaimedDelivery[] {
+  claim({
+    holder,
+    leaseMs,
+    limit,
+    perWebhook,
+    busy,
+    fanOut = FAN_OUT_BATCH,
+    subjects = ANY_SUBJECT,
+  }: ClaimRequest): ClaimedDelivery[] {
     this.fanOut(fanOut, 'skip');
     const now = this.now();
     const claimed: ClaimedDelivery[] = [];

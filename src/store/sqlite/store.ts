@@ -27,7 +27,6 @@ import {
   ANY_PUBLISHED,
   type EventsPublished,
   type EventType,
-  FAN_OUT_BATCH,
   type PruneBatch,
   PRUNE_START,
 } from '../event-store.js';
@@ -38,6 +37,7 @@ import {
   type AttemptSpan,
   type AttemptRecorded,
   type ClaimedDelivery,
+  type ClaimRequest,
   type NewWebhookRecord,
   type WebhookPatch,
   type DeliveryRecord,
@@ -45,7 +45,6 @@ import {
   type WebhookBacklog,
   type Recovered,
   type RecoverOptions,
-  ANY_SUBJECT,
 } from '../webhook-store.js';
 
 /**
@@ -323,16 +322,8 @@ export class SqliteStore implements Store {
     return this.writes.run(() => this.deliveries.retryDelivery(webhookId, deliveryId, owner));
   }
 
-  claimDeliveries(
-    holder: string,
-    leaseMs: number,
-    limit: number,
-    perWebhook: number,
-    busy: ReadonlyMap<string, number>,
-    fanOut = FAN_OUT_BATCH,
-    subjects = ANY_SUBJECT,
-  ): Promise<ClaimedDelivery[]> {
-    return this.leases.run(() => this.deliveries.claim(holder, leaseMs, limit, perWebhook, busy, fanOut, subjects));
+  claimDeliveries(request: ClaimRequest): Promise<ClaimedDelivery[]> {
+    return this.leases.run(() => this.deliveries.claim(request));
   }
 
   recordAttempt(id: bigint, holder: string, outcome: AttemptOutcome): Promise<AttemptRecorded> {
