@@ -31,6 +31,158 @@ export function workersStoppedListening(limitMs: number): Promise<void> {
   });
 }
 
+type Log = pino.Logger;
+
+/** Runs the migrations once, before any worker starts, on a connection of its own. */
+async function migrateOnce(config: Config, log: Log): Promise<void> {
+  const store = await startupStep('database', () => openStore(config.database, { poolSize: 1 }));
+  try {
+    const applied = await startupStep('database', () => store.migrate());
+    if (applied.length > 0) log.info({ migrations: applied }, 'applied schema migrations');
+  } finally {
+    await store.close();
+  }
+}
+
+/**
+ * The workers of this primary: forked with the settings in force, replaced when one dies (up to
+ * RESTARTS_PER_MINUTE), drained together (none answers `Connection: close` while another still
+ * listens), and stopped all at once.
+ */
+class Workers {
+  stopping = false;
+  private live = 0;
+  private readonly notListening = new Set<Worker>();
+  private readonly restarts: number[] = [];
+  /** Workers being replaced by a reload: their exit is expected, not a death to make up for. */
+  private readonly retiring = new Set<Worker>();
+
+  /** `env`: what workers are started with beyond this process's environment (the settings file). */
+  constructor(
+    private readonly log: Log,
+    public env: Record<string, string>,
+    /** The grace period in force: a stop that outlasts it by 2 s exits. */
+    private readonly graceMs: () => number,
+  ) {
+    // A worker that stops alone (a signal to it only) drains at once: the others keep listening.
+    cluster.on('message', (worker, message) => {
+      if (message !== LISTENER_CLOSED) return;
+      this.notListening.add(worker);
+      this.drainWhenNoneListens();
+    });
+    cluster.on('exit', (worker, code, signal) => this.exited(worker, code, signal));
+  }
+
+  get count(): number {
+    return this.live;
+  }
+
+  fork(): Worker {
+    this.live += 1;
+    return cluster.fork(this.env);
+  }
+
+  running(): Worker[] {
+    return Object.values(cluster.workers ?? {}).filter((w): w is Worker => w !== undefined && !w.isDead());
+  }
+
+  stop(signal: NodeJS.Signals): void {
+    if (this.stopping) return;
+    this.stopping = true;
+    this.log.info({ signal, workers: this.live }, 'stopping workers');
+    for (const worker of this.running()) worker.process.kill('SIGTERM');
+    setTimeout(() => {
+      this.log.error('workers did not stop within the grace period; exiting');
+      process.exit(1);
+    }, this.graceMs() + 2000).unref();
+  }
+
+  /** A new worker in the place of `worker`: the new one listens before the old one drains. */
+  async replace(worker: Worker): Promise<void> {
+    const fresh = this.fork();
+    await new Promise<void>((resolve, reject) => {
+      const onListening = (w: Worker): void => {
+        if (w !== fresh) return;
+        cleanup();
+        resolve();
+      };
+      const onExit = (w: Worker): void => {
+        if (w !== fresh) return;
+        cleanup();
+        reject(new Error('the new worker exited before it listened'));
+      };
+      const cleanup = (): void => {
+        cluster.off('listening', onListening);
+        cluster.off('exit', onExit);
+      };
+      cluster.on('listening', onListening);
+      cluster.on('exit', onExit);
+    });
+    if (worker.isDead()) return;
+    this.retiring.add(worker);
+    const exited = new Promise((resolve) => worker.once('exit', resolve));
+    worker.process.kill('SIGTERM');
+    await exited;
+  }
+
+  private drainWhenNoneListens(): void {
+    const listening = this.running().filter((worker) => !this.notListening.has(worker));
+    if (this.stopping && listening.length > 0) return;
+    for (const worker of this.notListening) if (worker.isConnected()) worker.send(DRAIN, undefined, () => {});
+    this.notListening.clear();
+  }
+
+  private exited(worker: Worker, code: number, signal: string): void {
+    this.live -= 1;
+    this.notListening.delete(worker);
+    if (this.retiring.delete(worker)) {
+      this.log.info({ worker: worker.process.pid, code, signal }, 'reload: the old worker stopped');
+      return;
+    }
+    if (this.stopping) {
+      this.drainWhenNoneListens(); // a worker that died listens no more
+      if (code !== 0) process.exitCode = 1;
+      this.log.info({ worker: worker.process.pid, code, signal }, 'worker stopped');
+      if (this.live === 0) this.log.info('all workers stopped');
+      return;
+    }
+    const now = Date.now();
+    this.restarts.push(now);
+    while (this.restarts[0]! < now - 60_000) this.restarts.shift();
+    if (this.restarts.length > RESTARTS_PER_MINUTE) {
+      this.log.fatal({ restarts: this.restarts.length }, 'workers keep dying; giving up');
+      process.exitCode = 1;
+      this.stop('SIGTERM');
+      return;
+    }
+    this.log.error({ worker: worker.process.pid, code, signal }, 'a worker died; starting another');
+    this.fork();
+  }
+}
+
+/**
+ * The settings a reload starts the workers with, read anew, or why they do not parse. The
+ * restart-only settings the file changed keep their started values (listed in `kept`).
+ */
+function reloadedSettings(
+  started: { readonly config: Config; readonly env: Record<string, string> },
+  settingsFile: string | undefined,
+  configOf: (fromFile: Record<string, string>) => Config,
+): { env: Record<string, string>; config: Config; kept: string[] } {
+  let env = settingsFile === undefined ? {} : readSettingsFile(settingsFile);
+  let config = configOf(env); // parses, or throws why not
+  const kept = restartOnlyChanges(started.config, config);
+  if (kept.length > 0) {
+    env = { ...env };
+    for (const name of kept) {
+      if (started.env[name] === undefined) delete env[name];
+      else env[name] = started.env[name];
+    }
+    config = configOf(env);
+  }
+  return { env, config, kept };
+}
+
 /**
  * `serve --workers N`: this process migrates the database once, then runs N workers that share
  * the port (node:cluster hands connections to them), replaces a worker that dies, and on SIGTERM
@@ -59,102 +211,32 @@ export async function runPrimary(
     throw new ConfigError('sqlite::memory: cannot be shared by several workers; use a file or PostgreSQL');
   }
   const log = pino({ level: config.logLevel }).child({ role: 'primary' });
+  await migrateOnce(config, log);
+
   /** The settings in force: those it started with, then the last reload's. */
   let current = config;
-  const store = await startupStep('database', () => openStore(config.database, { poolSize: 1 }));
-  try {
-    const applied = await startupStep('database', () => store.migrate());
-    if (applied.length > 0) log.info({ migrations: applied }, 'applied schema migrations');
-  } finally {
-    await store.close();
-  }
-
-  let stopping = false;
-  let live = 0;
-  const notListening = new Set<Worker>();
-  const drainWhenNoneListens = (): void => {
-    const listening = Object.values(cluster.workers ?? {}).filter(
-      (worker) => worker !== undefined && !worker.isDead() && !notListening.has(worker),
-    );
-    if (stopping && listening.length > 0) return;
-    for (const worker of notListening) if (worker.isConnected()) worker.send(DRAIN, undefined, () => {});
-    notListening.clear();
-  };
-  // A worker that stops alone (a signal to it only) drains at once: the others keep listening.
-  cluster.on('message', (worker, message) => {
-    if (message !== LISTENER_CLOSED) return;
-    notListening.add(worker);
-    drainWhenNoneListens();
-  });
-  const restarts: number[] = [];
-  /** What the workers are started with beyond this process's environment: the settings file. */
-  let workerEnv: Record<string, string> = settingsFile === undefined ? {} : readSettingsFile(settingsFile);
-  const startedEnv = workerEnv;
+  const started = { config, env: settingsFile === undefined ? {} : readSettingsFile(settingsFile) };
+  const workers = new Workers(log, started.env, () => current.shutdownGraceMs);
   /** The config a reload reads: as the command line made it at start. */
   const configOf = (fromFile: Record<string, string>): Config => {
-    const read = loadConfig({ ...env, ...fromFile }); // parses, or throws why not
+    const read = loadConfig({ ...env, ...fromFile });
     return workersFlag ? { ...read, workers: config.workers } : read;
   };
-  const fork = (): Worker => {
-    live += 1;
-    return cluster.fork(workerEnv);
-  };
-  /** Workers being replaced by a reload: their exit is expected, not a death to make up for. */
-  const retiring = new Set<Worker>();
-
-  cluster.on('exit', (worker, code, signal) => {
-    live -= 1;
-    notListening.delete(worker);
-    if (retiring.delete(worker)) {
-      log.info({ worker: worker.process.pid, code, signal }, 'reload: the old worker stopped');
-      return;
-    }
-    if (stopping) {
-      drainWhenNoneListens(); // a worker that died listens no more
-      if (code !== 0) process.exitCode = 1;
-      log.info({ worker: worker.process.pid, code, signal }, 'worker stopped');
-      if (live === 0) log.info('all workers stopped');
-      return;
-    }
-    const now = Date.now();
-    restarts.push(now);
-    while (restarts[0]! < now - 60_000) restarts.shift();
-    if (restarts.length > RESTARTS_PER_MINUTE) {
-      log.fatal({ restarts: restarts.length }, 'workers keep dying; giving up');
-      process.exitCode = 1;
-      stop('SIGTERM');
-      return;
-    }
-    log.error({ worker: worker.process.pid, code, signal }, 'a worker died; starting another');
-    fork();
-  });
-
-  function stop(signal: NodeJS.Signals): void {
-    if (stopping) return;
-    stopping = true;
-    log.info({ signal, workers: live }, 'stopping workers');
-    for (const worker of Object.values(cluster.workers ?? {})) worker?.process.kill('SIGTERM');
-    setTimeout(() => {
-      log.error('workers did not stop within the grace period; exiting');
-      process.exit(1);
-    }, current.shutdownGraceMs + 2000).unref();
-  }
+  const stop = (signal: NodeJS.Signals): void => workers.stop(signal);
   // `on`: a terminal's Ctrl-C or a group kill reaches the primary and the workers alike.
   process.on('SIGTERM', stop);
   process.on('SIGINT', stop);
 
   let reloading = false;
   async function reload(): Promise<void> {
-    if (stopping) return;
+    if (workers.stopping) return;
     if (reloading) {
       log.warn('SIGHUP: a reload is already under way; this one is ignored');
       return;
     }
-    let nextEnv: Record<string, string>;
-    let next: Config;
+    let next: ReturnType<typeof reloadedSettings>;
     try {
-      nextEnv = settingsFile === undefined ? {} : readSettingsFile(settingsFile);
-      next = configOf(nextEnv);
+      next = reloadedSettings(started, settingsFile, configOf);
     } catch (error) {
       log.error(
         { reason: (error as Error).message },
@@ -162,55 +244,24 @@ export async function runPrimary(
       );
       return;
     }
-    // A restart-only setting the file changed keeps its started value (issue: a reload moved the port).
-    const kept = restartOnlyChanges(config, next);
-    if (kept.length > 0) {
-      nextEnv = { ...nextEnv };
-      for (const name of kept) {
-        if (startedEnv[name] === undefined) delete nextEnv[name];
-        else nextEnv[name] = startedEnv[name];
-      }
-      next = configOf(nextEnv);
+    if (next.kept.length > 0) {
       log.warn(
-        { settings: kept },
-        `reload: ${kept.join(', ')} changed in the settings file; a reload keeps the started value, a restart applies it`,
+        { settings: next.kept },
+        `reload: ${next.kept.join(', ')} changed in the settings file; a reload keeps the started value, a restart applies it`,
       );
     }
     reloading = true;
-    workerEnv = nextEnv;
-    current = next;
-    log.level = next.logLevel;
-    const old = Object.values(cluster.workers ?? {}).filter((w): w is Worker => w !== undefined && !w.isDead());
+    workers.env = next.env;
+    current = next.config;
+    log.level = next.config.logLevel;
+    const old = workers.running();
     log.info({ workers: old.length }, 'reload: replacing the workers one at a time');
     try {
       for (const worker of old) {
-        if (stopping) return;
-        const fresh = fork();
-        await new Promise<void>((resolve, reject) => {
-          const onListening = (w: Worker): void => {
-            if (w !== fresh) return;
-            cleanup();
-            resolve();
-          };
-          const onExit = (w: Worker): void => {
-            if (w !== fresh) return;
-            cleanup();
-            reject(new Error('the new worker exited before it listened'));
-          };
-          const cleanup = (): void => {
-            cluster.off('listening', onListening);
-            cluster.off('exit', onExit);
-          };
-          cluster.on('listening', onListening);
-          cluster.on('exit', onExit);
-        });
-        if (worker.isDead()) continue;
-        retiring.add(worker);
-        const exited = new Promise((resolve) => worker.once('exit', resolve));
-        worker.process.kill('SIGTERM');
-        await exited;
+        if (workers.stopping) return;
+        await workers.replace(worker);
       }
-      log.info({ workers: live }, 'reload done');
+      log.info({ workers: workers.count }, 'reload done');
     } catch (error) {
       log.error({ reason: (error as Error).message }, 'reload stopped: the remaining old workers keep running');
     } finally {
@@ -230,7 +281,7 @@ export async function runPrimary(
     log.info(settingsSummary(config, address.port), 'started workers');
   };
   cluster.on('listening', listening);
-  for (let i = 0; i < config.workers; i++) fork();
+  for (let i = 0; i < config.workers; i++) workers.fork();
 }
 
 export const isPrimary = (): boolean => cluster.isPrimary;
