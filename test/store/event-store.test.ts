@@ -868,6 +868,7 @@ for (const engine of underTest(engines)) {
     withStore('nextDueInMs is 0 while a delivery is due, and the wait until its retry', async ({ store }) => {
       await store.createWebhook(webhook('wh-1', 'alice'), 20);
       await store.createPlant(plant(1n, 'alice'));
+      await store.eventsSettled(); // published: owed, not yet fanned out
       assert.equal(await store.nextDueInMs(), 0);
       const [d] = await claim(store, 'h');
       await store.recordAttempt(d!.id, 'h', retryIn(60_000));
