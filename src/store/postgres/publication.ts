@@ -59,11 +59,13 @@ export class EventPublication {
   }
 
   /**
-   * The watermark moved (a NOTIFY): a round of some instance just ran, so this one's next waits a
-   * gap from now. While several instances write, their rounds take turns instead of adding up.
+   * The watermark moved to `through` (a NOTIFY; undefined when unknown): a round of some instance
+   * just ran, so this one's next waits a gap from now (while several instances write, their rounds
+   * take turns instead of adding up), and the readers it covers are answered at once.
    */
-  heard(): void {
+  heard(through: bigint | undefined): void {
     this.lastHeard = performance.now();
+    if (through !== undefined) this.reached(through);
   }
 
   /** Events were written here (committed, or perhaps not): rounds until they are published. */
@@ -100,7 +102,11 @@ export class EventPublication {
     for (const waiter of this.waiters.filter((w) => w.taken <= through)) waiter.resolve();
   }
 
-  /** A round as soon as the gap allows; one at a time, and one more if asked meanwhile. */
+  /**
+   * A round as soon as the gap allows; one at a time, and one more if asked meanwhile. The gap is
+   * counted when the round is asked for: a round put off to the gap's end then runs, whatever was
+   * heard meanwhile, so that other instances' rounds never put this one's off for good.
+   */
   private request(): void {
     if (this.closed) return;
     if (this.running) {
@@ -112,9 +118,18 @@ export class EventPublication {
     if (wait > 0) {
       this.next = setTimeout(() => {
         this.next = undefined;
-        this.request();
+        this.run();
       }, wait);
       this.next.unref();
+      return;
+    }
+    this.run();
+  }
+
+  private run(): void {
+    if (this.closed) return;
+    if (this.running) {
+      this.again = true;
       return;
     }
     this.running = true;

@@ -95,7 +95,7 @@ export class PostgresStore implements Store {
     const url = pool.options.connectionString ?? '';
     this.watch = new PostgresEventWatch(
       () => new Client({ connectionString: url, connectionTimeoutMillis: 3000 }),
-      () => this.publication.heard(),
+      (through) => this.publication.heard(through),
     );
     router?.start();
   }

@@ -13,6 +13,12 @@ const NO_WEBHOOK: EventsPublished = { webhooksActive: false };
 const publishedBy = (payload: string | undefined): EventsPublished =>
   payload !== undefined && /^\d+$/.test(payload) ? NO_WEBHOOK : ANY_PUBLISHED;
 
+/** The watermark a round's NOTIFY carries (undefined: a wake that carries none, a reconnection). */
+const watermarkOf = (payload: string | undefined): bigint | undefined => {
+  const digits = payload === undefined ? undefined : /^\d+/.exec(payload)?.[0];
+  return digits === undefined ? undefined : BigInt(digits);
+};
+
 /** LISTEN/NOTIFY on a connection of its own, opened while anyone watches: the watermark's moves. */
 export class PostgresEventWatch {
   private listener: EventListener | undefined;
@@ -20,17 +26,18 @@ export class PostgresEventWatch {
 
   /**
    * `connect` makes the connection to LISTEN on (with a multi-host URL, one that goes to the
-   * primary); `heard` is told of every NOTIFY, before the watchers.
+   * primary); `heard` is told of every NOTIFY (and the watermark it carries), before the watchers.
    */
   constructor(
     private readonly connect: () => pg.Client,
-    private readonly heard: () => void = () => {},
+    private readonly heard: (through: bigint | undefined) => void = () => {},
   ) {}
 
   watch(listener: (published: EventsPublished) => void): () => void {
     this.watchers.add(listener);
-    this.listener ??= new EventListener(this.connect, (published) => {
-      this.heard();
+    this.listener ??= new EventListener(this.connect, (payload) => {
+      this.heard(watermarkOf(payload));
+      const published = publishedBy(payload);
       for (const watcher of this.watchers) watcher(published);
     });
     return () => {
@@ -72,7 +79,8 @@ class EventListener {
 
   constructor(
     private readonly newClient: () => pg.Client,
-    private readonly listener: (published: EventsPublished) => void,
+    /** Called with a NOTIFY's payload, or with undefined on every (re)connection. */
+    private readonly listener: (payload: string | undefined) => void,
   ) {
     void this.connect();
   }
@@ -80,7 +88,7 @@ class EventListener {
   private async connect(): Promise<void> {
     if (this.closed) return;
     const client = this.newClient();
-    client.on('notification', (message) => this.listener(publishedBy(message.payload)));
+    client.on('notification', (message) => this.listener(message.payload ?? ''));
     client.on('error', () => this.reconnect(client));
     client.on('end', () => this.reconnect(client));
     this.client = client;
@@ -88,7 +96,7 @@ class EventListener {
       await client.connect();
       await client.query(`LISTEN ${EVENT_CHANNEL}`);
       this.checkAnswers(client);
-      this.listener(ANY_PUBLISHED);
+      this.listener(undefined);
     } catch {
       this.reconnect(client);
     }
