@@ -4,6 +4,7 @@ import type { FastifyBaseLogger } from 'fastify';
 import type { EventSettings } from '../../src/config.js';
 import { type Store } from '../../src/store/store.js';
 import { FAN_OUT_BATCH } from '../../src/store/event-store.js';
+import type { ClaimRequest } from '../../src/store/webhook-store.js';
 import type { ApiPressure } from '../../src/webhooks/api-pressure.js';
 import { Dispatcher } from '../../src/webhooks/dispatcher.js';
 import type { SecretBox } from '../../src/webhooks/secret-box.js';
@@ -29,8 +30,8 @@ function harness(saturated: boolean) {
   const claims: Array<{ limit: number; fanOut: number }> = [];
   const store = {
     watchEvents: () => () => {},
-    claimDeliveries: (_holder: string, _lease: number, limit: number, _per: number, _busy: unknown, fanOut: number) => {
-      claims.push({ limit, fanOut });
+    claimDeliveries: ({ limit, fanOut }: ClaimRequest) => {
+      claims.push({ limit, fanOut: fanOut! });
       return Promise.resolve([]);
     },
     nextDueInMs: () => Promise.resolve(null),
