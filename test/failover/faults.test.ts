@@ -1,13 +1,10 @@
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { type IncomingMessage, get } from 'node:http';
-import { type AddressInfo } from 'node:net';
 import { type TestContext, after, describe, test } from 'node:test';
-import { buildApp } from '../../src/app.js';
-import { TokenService } from '../../src/auth/token.service.js';
-import { testConfig } from '../../src/config.js';
 import { type PostgresStore, openPostgres } from '../../src/store/postgres/store.js';
 import { eventually } from '../support/eventually.js';
+import { servedApp } from '../support/served-app.js';
 import { type ReplicaPair, type Server, silentProxy, startReplicaPair } from './replica-pair.js';
 
 // The faults high availability exists for, beyond a primary whose kernel resets every connection
@@ -55,18 +52,11 @@ const plant = (id: bigint) => ({ id, owner: 'alice', name: `plant ${id}`, tag: n
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** The app as `serve` builds it over `store`, listening on 127.0.0.1, and a token of alice's. */
-async function serve(t: TestContext, store: PostgresStore) {
-  const app = await buildApp({
-    config: testConfig({ databaseFailoverWaitMs: WAIT_MS, rateLimit: null }),
-    store,
-    clock: Date.now,
-    logStream: { write: () => {} },
+function serve(t: TestContext, store: PostgresStore) {
+  return servedApp(store, (close) => t.after(close), {
+    config: { databaseFailoverWaitMs: WAIT_MS, rateLimit: null },
+    listen: true,
   });
-  await app.listen({ port: 0, host: '127.0.0.1' });
-  t.after(() => app.close());
-  const token = (await new TokenService(store).create({ subject: 'alice', scopes: ['plants:read', 'plants:write'] }))
-    .token;
-  return { app, token, port: (app.server.address() as AddressInfo).port };
 }
 
 /** GET /events as an EventSource reads it: every event's id and data, as they arrive. */

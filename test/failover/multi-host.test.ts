@@ -1,13 +1,11 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { type TestContext, after, before, test } from 'node:test';
-import { buildApp } from '../../src/app.js';
-import { TokenService } from '../../src/auth/token.service.js';
-import { testConfig } from '../../src/config.js';
 import { postgresMigrations } from '../../src/store/postgres/migrations.js';
 import { type PostgresStore, openPostgres } from '../../src/store/postgres/store.js';
 import { callServer, runCli, startServer } from '../process.js';
 import { eventually } from '../support/eventually.js';
+import { servedApp } from '../support/served-app.js';
 import { type ReplicaPair, silentProxy, startReplicaPair } from './replica-pair.js';
 
 // Interface 1.3.0, "PostgreSQL with more than one server", against two real servers of this
@@ -30,25 +28,8 @@ after(async () => {
 });
 
 /** An app over `store` as `serve` builds it, a token of alice's, and a call with it. */
-async function served(t: TestContext, store: PostgresStore, failoverWaitMs: number) {
-  const lines: string[] = [];
-  const app = await buildApp({
-    config: testConfig({ databaseFailoverWaitMs: failoverWaitMs }),
-    store,
-    clock: Date.now,
-    logStream: { write: (text: string) => void lines.push(text) },
-  });
-  t.after(() => app.close());
-  const token = (await new TokenService(store).create({ subject: 'alice', scopes: ['plants:read', 'plants:write'] }))
-    .token;
-  const call = (method: 'GET' | 'POST' | 'DELETE', url: string, payload?: string) =>
-    app.inject({
-      method,
-      url,
-      headers: { authorization: `Bearer ${token}`, ...(payload && { 'content-type': 'application/json' }) },
-      ...(payload && { payload }),
-    });
-  return { app, lines, call };
+function served(t: TestContext, store: PostgresStore, failoverWaitMs: number) {
+  return servedApp(store, (close) => t.after(close), { config: { databaseFailoverWaitMs: failoverWaitMs } });
 }
 
 function open(url: string, failoverWaitMs = 1500): { store: PostgresStore; moves: string[] } {

@@ -3,14 +3,13 @@ import { once } from 'node:events';
 import { type IncomingMessage, createServer, get } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { type TestContext, test } from 'node:test';
-import { buildApp } from '../../src/app.js';
-import { TokenService } from '../../src/auth/token.service.js';
 import { testConfig } from '../../src/config.js';
 import { startEventSide } from '../../src/event-side.js';
 import { FAILOVER_WAIT_MS } from '../../src/store/postgres/connection.js';
 import { openPostgres } from '../../src/store/postgres/store.js';
 import { cleanupsInReverse } from '../support/cleanups.js';
 import { eventually } from '../support/eventually.js';
+import { servedApp } from '../support/served-app.js';
 import { type Cluster, skipWithout, startCluster } from './cluster.js';
 
 // A silent Patroni leader, with Patroni's own default timing (ttl 30 s, loop_wait 10 s,
@@ -182,18 +181,18 @@ test(
     });
     cleanups.push(() => store.close());
     await store.migrate();
-    const config = testConfig({ rateLimit: null, events: { ...testConfig().events, allowPrivateTargets: true } });
+    const { app, config, token, port } = await servedApp(store, (close) => cleanups.push(close), {
+      config: { rateLimit: null, events: { ...testConfig().events, allowPrivateTargets: true } },
+      listen: true,
+      scopes: SCOPES,
+    });
     assert.equal(config.databaseFailoverWaitMs, FAILOVER_WAIT_MS, "DATABASE_FAILOVER_WAIT's default");
-    const app = await buildApp({ config, store, clock: Date.now, logStream: { write: () => {} } });
-    await app.listen({ port: 0, host: '127.0.0.1' });
-    cleanups.push(() => app.close());
     const side = startEventSide(store, config.events, app.log, () => 0);
     cleanups.push(() => side.stop());
-    const token = (await new TokenService(store).create({ subject: 'alice', scopes: SCOPES })).token;
     const auth = { authorization: `Bearer ${token}`, 'content-type': 'application/json' };
     const made = await app.inject({ method: 'POST', url: '/webhooks', headers: auth, payload: { url: hook.url } });
     assert.equal(made.statusCode, 201, made.body);
-    const stream = await follow((app.server.address() as AddressInfo).port, token);
+    const stream = await follow(port, token);
     cleanups.push(() => stream.close());
 
     const writers = writeLoops(async (id) => {
