@@ -96,7 +96,7 @@ class Follower {
 async function round(sql: pg.Client): Promise<{ through: bigint; waiting: number }> {
   return eventually(async () => {
     const { rows } = await sql.query<{ through: string; waiting: number | null }>(
-      'SELECT through, waiting FROM advance_event_watermark()',
+      'SELECT through, waiting FROM advance_event_watermark(true)',
     );
     const row = rows[0];
     if (row === undefined || row.waiting === null) {

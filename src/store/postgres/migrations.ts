@@ -299,8 +299,9 @@ export const postgresMigrations: readonly Migration[] = [
       -- One round, in a transaction of its own (one autocommitted SELECT); several instances'
       -- rounds never wait for each other (SKIP LOCKED: the one under way does the work). Answers
       -- the watermark and how many marks still wait; no row when another round was under way;
-      -- waiting NULL when a round changed the row less than 2 ms ago (the fleet's rounds, and
-      -- so its wakes, are at most one per 2 ms whatever the number of instances and commits).
+      -- waiting NULL when a paced round finds the row changed less than 5 ms ago (the fleet's
+      -- rounds, and so its wakes, are at most one per 5 ms whatever the number of instances and
+      -- commits); a reader waiting for what it wrote asks for an unpaced one (paced false).
       -- A mark passes when the oldest running xid (the xmin of a snapshot taken after it) is
       -- above its xid; one that has not passed within 20 ms (a long transaction, of any database
       -- of the server, holds xmin back) passes when no holder of the event-order lock is older.
@@ -309,7 +310,7 @@ export const postgresMigrations: readonly Migration[] = [
       -- ' webhooks' after it while a webhook is active (else no dispatcher need look). The round's
       -- own commit waits for no standby: the events are durable by their own commits, and a
       -- watermark lost in a crash or a failover is only lower, which is safe.
-      CREATE FUNCTION advance_event_watermark() RETURNS TABLE (through BIGINT, waiting INTEGER)
+      CREATE FUNCTION advance_event_watermark(paced BOOLEAN DEFAULT true) RETURNS TABLE (through BIGINT, waiting INTEGER)
       LANGUAGE plpgsql AS $$
       DECLARE
         here    BIGINT := timeline_id_base();
@@ -326,7 +327,7 @@ export const postgresMigrations: readonly Migration[] = [
           RAISE EXCEPTION 'advance_event_watermark() runs in a transaction of its own';
         END IF;
         SELECT * INTO w FROM event_watermark;
-        IF w.round_at > clock_timestamp() - interval '5 milliseconds' THEN
+        IF paced AND w.round_at > clock_timestamp() - interval '5 milliseconds' THEN
           through := w.through;
           RETURN NEXT;
           RETURN;

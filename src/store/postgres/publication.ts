@@ -18,6 +18,12 @@ const ROUND_GAP_MS = 5;
  * gap doubles from ROUND_GAP_MS up to it, and is ROUND_GAP_MS again once the watermark moves.
  */
 const STALLED_GAP_MS = 100;
+/**
+ * The gap while readers wait for what was written before they asked (settled): such rounds are
+ * not paced fleet-wide, so that a page of GET /events costs about a commit's time more, not the
+ * rounds' cadence twice over.
+ */
+const READER_GAP_MS = 1;
 /** The round run whatever happened, so that no write waits for another to be published. */
 const SAFETY_MS = 1000;
 /**
@@ -46,6 +52,8 @@ export class EventPublication {
   /** Readers waiting for the watermark to reach what had been handed out when they asked. */
   private waiters: Waiter[] = [];
   private next: NodeJS.Timeout | undefined;
+  /** When `next` fires (performance.now()). */
+  private nextAt = 0;
   private safety: NodeJS.Timeout | undefined;
   private closed = false;
 
@@ -113,16 +121,23 @@ export class EventPublication {
       this.again = true;
       return;
     }
-    if (this.next !== undefined) return; // one is already set for the gap's end
-    const wait = Math.max(this.lastStart, this.lastHeard) + this.gap - performance.now();
-    if (wait > 0) {
+    const now = performance.now();
+    const at =
+      this.waiters.length > 0 ? this.lastStart + READER_GAP_MS : Math.max(this.lastStart, this.lastHeard) + this.gap;
+    if (this.next !== undefined) {
+      if (this.nextAt <= at) return; // one is already set, as soon or sooner
+      clearTimeout(this.next); // a reader waits: sooner than the one set
+    }
+    if (at > now) {
+      this.nextAt = at;
       this.next = setTimeout(() => {
         this.next = undefined;
         this.run();
-      }, wait);
+      }, at - now);
       this.next.unref();
       return;
     }
+    this.next = undefined;
     this.run();
   }
 
@@ -148,7 +163,8 @@ export class EventPublication {
     try {
       const { rows } = await this.pool.query<{ through: string; waiting: number | null }>({
         name: 'advanceEventWatermark',
-        text: 'SELECT through, waiting FROM advance_event_watermark()',
+        text: 'SELECT through, waiting FROM advance_event_watermark($1)',
+        values: [this.waiters.length === 0],
       });
       const row = rows[0];
       if (row === undefined) return true; // another round was under way: it may not cover ours
