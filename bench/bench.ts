@@ -223,7 +223,7 @@ async function onTheWire(
 }
 
 /**
- * Issue 15: the 100-plant page as it is and gzip-compressed, and a poll that If-None-Match answers
+ * Compression: the 100-plant page as it is and gzip-compressed, and a poll that If-None-Match answers
  * 304; the bare server answers the same bytes (the service's gzip bytes, a bare 304). Then the bytes
  * of one answer on the wire, brotli too.
  */

@@ -1,9 +1,9 @@
-// Per-request cost (issue 26): server CPU per request of the service against bare node:http
+// Per-request cost: server CPU per request of the service against bare node:http
 // answering the same bytes (bench/bare-server.mjs), for GET /plants?limit=10, POST /plants and
 // DELETE /plants/{id}, on SQLite and PostgreSQL; on SQLite also against a minimal Fastify app with
 // the service's statements, durability, event rows and page cache and nothing else
 // (bench/minimal-fastify.mjs): what the framework itself costs, and what the service adds to it;
-// and, on both engines, against the parts issue 26 keeps (store, token check, request id, log line,
+// and, on both engines, against the parts every request keeps (store, token check, request id, log line,
 // metrics, entity tag) on bare node:http with no framework (bench/kept-parts.mjs): the ratio no
 // hand-written HTTP layer could beat.
 // Run by `npm run bench` (its last table; BENCH_SKIP=cost leaves it out), alone by
@@ -145,7 +145,7 @@ export async function costRows(engine: string, env: NodeJS.ProcessEnv, label = '
       servers.push(minimal);
       await tenPlants(minimal);
     }
-    // The service's parts that issue 26 keeps, on bare node:http: on SQLite a file of its own, with
+    // The service's parts every request keeps, on bare node:http: on SQLite a file of its own, with
     // the service's tokens copied in; on PostgreSQL the service's database, its ten plants and tokens.
     const sqliteFile = env.DATABASE_URL?.startsWith('sqlite:') ? env.DATABASE_URL.slice('sqlite:'.length) : undefined;
     const keptEnv: NodeJS.ProcessEnv =

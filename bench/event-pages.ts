@@ -1,4 +1,4 @@
-// The change feed as pages of JSON (issue 23, point 3). Target: "the JSON feed reads ≥ 300,000
+// The change feed as pages of JSON. Target: "the JSON feed reads ≥ 300,000
 // events/s through pages of 1,000 on SQLite, one client in a loop". Run by bench/events.ts (and so
 // by `npm run bench`) as its part `events-pages`, or alone, on SQLite:
 //

@@ -1,4 +1,4 @@
-// The event side under load (issue 14.8): webhooks and the change feed, on one engine at a time.
+// The event side under load: webhooks and the change feed, on one engine at a time.
 // Run by `npm run bench` after each engine's own scenarios (BENCH_SKIP=events leaves it out), or
 // alone:
 //

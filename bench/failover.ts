@@ -1,6 +1,6 @@
 // node --import tsx bench/failover.ts [--only throughput|async-loss|path-cost|timeline]
 //
-// Issue 34, PostgreSQL with more than one server, measured with the real parts of
+// PostgreSQL with more than one server, measured with the real parts of
 // test/failover/cluster.ts (Patroni 3.0, etcd 3.4, HAProxy, PostgreSQL 15, all on 127.0.0.1) and the
 // service as users run it (`node bin/plant-store.js serve` from dist/: `npm run build` first):
 //

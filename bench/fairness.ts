@@ -1,4 +1,4 @@
-// Webhook fairness (issue 33): a healthy receiver's deliveries while another subject's webhooks hang.
+// Webhook fairness: a healthy receiver's deliveries while another subject's webhooks hang.
 //
 //   node --import tsx bench/fairness.ts [--engine sqlite|postgres] [--checkout <dir>] [--hanging <n>]
 //   npm run bench -- --fairness [the same options]        (builds this checkout first)

@@ -1,5 +1,5 @@
-// The floor of any HTTP layer for this service (issue 26): the three plant operations on bare
-// node:http with only what issue 26 says must stay, taken from the service's own build (dist/):
+// The floor of any HTTP layer for this service: the three plant operations on bare
+// node:http with only the parts every request keeps, taken from the service's own build (dist/):
 // the store with its event row, group commit and WAL + synchronous=FULL (src/store/), the bearer
 // token checked through the token cache (TokenAuthenticator), the request id, the request log line
 // (RequestLog's requestLine, through the service's TurnLogStream), the request metrics

@@ -1,5 +1,5 @@
 // Summarises a V8 CPU profile (`node --cpu-prof`) by module and by function: where a request's
-// time goes (issue 26). The profile is of wall time on the main thread, so a synchronous fsync
+// time goes. The profile is of wall time on the main thread, so a synchronous fsync
 // (SQLite's commit) shows as time in the function that called it; idle time is left out.
 //
 //   taskset -c 0 node --cpu-prof --cpu-prof-dir=/tmp/prof bin/plant-store.js serve   # then load it, then SIGTERM

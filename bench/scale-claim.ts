@@ -1,7 +1,7 @@
 // One claim of 64 deliveries with n active webhooks: `dense`, every webhook with 2 due; `sparse`,
 // 64 webhooks with 2 due and the rest with none (after the first two claims, nothing is left to
 // lease: the claim then looks at every webhook and finds nothing). 20 claims in a row, each from
-// where the last ended (as the dispatcher walks): p50, min and max. Issue 36's claim at 1,000 and
+// where the last ended (as the dispatcher walks): p50, min and max. The claim at 1,000 and
 // 10,000 webhooks: `node --import tsx bench/scale-claim.ts <n> [dense|sparse] [--engine sqlite|postgres]`
 // (postgres unless told). With BENCH_SCALE_CHECKOUT=<dir> (a built checkout: its dist/), the 20
 // claims run ROUNDS times with that checkout's store (A) and this one's (B) alternating, on one

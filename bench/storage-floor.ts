@@ -7,7 +7,7 @@ import { openStore } from '../src/store/open-store.js';
 import type { Store } from '../src/store/store.js';
 
 /**
- * The storage floor of a request (issue 26): the CPU this process spends per create, list and delete
+ * The storage floor of a request: the CPU this process spends per create, list and delete
  * in the store alone, with no HTTP in front: the same statements, the event row in the same
  * transaction, the same group commit and (SQLite) the same WAL + synchronous=FULL commit, 50 calls
  * in flight at once as wrk's 50 connections keep them. A request can cost no less than this plus

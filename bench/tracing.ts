@@ -7,7 +7,7 @@ import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 /**
- * Issue 16's A/B of tracing (BENCHMARKS.md, "Tracing"): the server's CPU time per request, and
+ * The A/B of tracing (BENCHMARKS.md, "Tracing"): the server's CPU time per request, and
  * its rate, for GET /plants?limit=10 and POST /plants on SQLite, in three variants, alternated:
  *
  * - `before`: another checkout's build (BENCH_BEFORE=<its root>), the code before tracing existed;
