@@ -1,7 +1,7 @@
 // The webhooks' part of the storage port (interfaces 1.1.0 to 1.3.0): webhooks, their deliveries and
 // attempts, the dispatcher's claims and leases, and the backlog the metrics read.
 
-import type { EventType } from './event-store.js';
+import { type EventType, FAN_OUT_BATCH } from './event-store.js';
 
 export type WebhookStatus = 'active' | 'disabled';
 /** Why a webhook is disabled (interface 1.2.0): a 410, 5 days of failures, or its owner. */
@@ -187,6 +187,13 @@ export const ORIGIN_SQL = (column: string): string =>
 
 /** No cap by subject, and the webhooks in id order (the tests that claim for themselves). */
 export const ANY_SUBJECT: SubjectShares = { perSubject: Number.MAX_SAFE_INTEGER, busy: new Map() };
+
+/** A claim with the defaults of what it leaves out: what each adapter's claim works from. */
+export const claimDefaults = (request: ClaimRequest): Required<ClaimRequest> => ({
+  ...request,
+  fanOut: request.fanOut ?? FAN_OUT_BATCH,
+  subjects: request.subjects ?? ANY_SUBJECT,
+});
 
 /**
  * `text` as every engine stores it: U+0000, which a PostgreSQL text column refuses ("invalid byte

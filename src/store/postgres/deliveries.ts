@@ -13,11 +13,10 @@ import {
   type DisabledReason,
   ORIGIN_SQL,
   PING_TYPE,
-  ANY_SUBJECT,
   type ClaimRequest,
+  claimDefaults,
   storableText,
 } from '../webhook-store.js';
-import { FAN_OUT_BATCH } from '../event-store.js';
 
 // Deliveries on PostgreSQL: made from the event log behind a cursor (fanOut), leased by the
 // dispatchers, their attempts recorded, listed and retried. Every time here is the database's
@@ -294,15 +293,8 @@ export class PostgresDeliveries {
     return (await this.query(SQL.retryDelivery, [deliveryId, webhookId, owner])).length === 1;
   }
 
-  async claim({
-    holder,
-    leaseMs,
-    limit,
-    perWebhook,
-    busy,
-    fanOut = FAN_OUT_BATCH,
-    subjects = ANY_SUBJECT,
-  }: ClaimRequest): Promise<ClaimedDelivery[]> {
+  async claim(request: ClaimRequest): Promise<ClaimedDelivery[]> {
+    const { holder, leaseMs, limit, perWebhook, busy, fanOut, subjects } = claimDefaults(request);
     await this.query(SQL.fanOut, [fanOut], this.dispatch());
     // The turn from the webhook after `after` to the last, then from the first to `after`, a window
     // of CLAIM_WINDOW webhooks at a time (those with something due and room), until `limit` is

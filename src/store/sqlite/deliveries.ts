@@ -10,11 +10,10 @@ import {
   type DeliveryType,
   type DisabledReason,
   PING_TYPE,
-  ANY_SUBJECT,
   type ClaimRequest,
+  claimDefaults,
   originOf,
 } from '../webhook-store.js';
-import { FAN_OUT_BATCH } from '../event-store.js';
 
 // Deliveries on SQLite: made from the event log behind a cursor (fanOut), leased by the
 // dispatchers, their attempts recorded, listed and retried. Every statement runs synchronously on
@@ -196,15 +195,8 @@ export class SqliteDeliveries {
     return this.sql.retryDelivery.run({ now: this.now(), id: deliveryId, webhook: webhookId }).changes === 1;
   }
 
-  claim({
-    holder,
-    leaseMs,
-    limit,
-    perWebhook,
-    busy,
-    fanOut = FAN_OUT_BATCH,
-    subjects = ANY_SUBJECT,
-  }: ClaimRequest): ClaimedDelivery[] {
+  claim(request: ClaimRequest): ClaimedDelivery[] {
+    const { holder, leaseMs, limit, perWebhook, busy, fanOut, subjects } = claimDefaults(request);
     this.fanOut(fanOut, 'skip');
     const now = this.now();
     const claimed: ClaimedDelivery[] = [];
