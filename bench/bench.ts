@@ -28,7 +28,7 @@ import { eventScenarios } from './events.js';
 import { main as fairnessOnly } from './fairness.js';
 import { main as fleetWritesOnly } from './fleet-writes.js';
 import { main as silentPrimaryOnly } from './silent-primary.js';
-import { type WrkResult as Result, wrk as wrkFor } from './wrk.js';
+import { type WrkResult as Result, wrk as wrkFor } from './kit/wrk.js';
 
 const BIN = fileURLToPath(new URL('../bin/plant-store.js', import.meta.url));
 const BARE = fileURLToPath(new URL('./bare-server.mjs', import.meta.url));

@@ -29,8 +29,10 @@ import { cpus, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { PARTS } from '../src/knockouts.js';
-import { type Server, cpuMsOf, loadAverage, median, onBenchPostgres, start } from './harness.js';
-import { wrk } from './wrk.js';
+import { cpuMsOf, loadAverage } from './kit/process.js';
+import { type Server, onBenchPostgres, start } from './kit/server.js';
+import { median } from './kit/stats.js';
+import { wrk } from './kit/wrk.js';
 
 const BIN = fileURLToPath(new URL('../bin/plant-store.js', import.meta.url));
 const BARE = fileURLToPath(new URL('./bare-server.mjs', import.meta.url));

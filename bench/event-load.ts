@@ -6,7 +6,7 @@ import { connect, type Socket } from 'node:net';
 import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import { children, sleep } from './harness.js';
+import { children, sleep } from './kit/process.js';
 
 const THIS = fileURLToPath(import.meta.url);
 

@@ -22,7 +22,7 @@ import { Agent, request } from 'node:http';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { cpuMsOf } from './harness.js';
+import { cpuMsOf } from './kit/process.js';
 
 const THIS = fileURLToPath(import.meta.url);
 const BIN = fileURLToPath(new URL('../bin/plant-store.js', import.meta.url));

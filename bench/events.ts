@@ -52,25 +52,16 @@ import Database from 'better-sqlite3';
 import pg from 'pg';
 import { type FeedResult, type PaceResult, role } from './event-load.js';
 import { pagesScenario } from './event-pages.js';
-import {
-  type Server,
-  fmt,
-  int,
-  loadAverage,
-  median,
-  onBenchPostgres,
-  percentile,
-  rss,
-  sleep,
-  start,
-} from './harness.js';
-import { type WrkResult, wrk as wrkFor } from './wrk.js';
+import { loadAverage, rss, sleep } from './kit/process.js';
+import { type Server, onBenchPostgres, start } from './kit/server.js';
+import { fmt, int, median, percentile } from './kit/stats.js';
+import { type WrkResult, wrk as wrkFor } from './kit/wrk.js';
 
 const THIS = fileURLToPath(import.meta.url);
 const BIN = fileURLToPath(new URL('../bin/plant-store.js', import.meta.url));
 export const RECEIVER = fileURLToPath(new URL('./receiver.mjs', import.meta.url));
 const DURATION = Number(process.env.BENCH_DURATION ?? 10);
-/** wrk -t1 -c50 pinned to core 1, as bench.ts runs it (bench/wrk.ts). */
+/** wrk -t1 -c50 pinned to core 1, as bench.ts runs it (bench/kit/wrk.ts). */
 export const wrk = (url: string, lua: string, seconds = DURATION): Promise<WrkResult> => wrkFor(url, lua, seconds);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const RATE = Number(process.env.BENCH_EVENTS_RATE ?? 1000);

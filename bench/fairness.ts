@@ -43,7 +43,9 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import Database from 'better-sqlite3';
 import pg from 'pg';
-import { type Server, loadAverage, percentile, sleep, start } from './harness.js';
+import { loadAverage, sleep } from './kit/process.js';
+import { type Server, start } from './kit/server.js';
+import { percentile } from './kit/stats.js';
 
 const THIS = fileURLToPath(import.meta.url);
 const HERE = fileURLToPath(new URL('..', import.meta.url));

@@ -65,8 +65,9 @@ import { once } from 'node:events';
 import pg from 'pg';
 import { Pool, request } from 'undici';
 import { type ReplicaPair, type Server as PgServer, startReplicaPair } from '../test/failover/replica-pair.js';
-import { liveChildren, liveDirs, livePairs } from './exit-cleanup.js';
-import { type Server, loadAverage, percentile, start } from './harness.js';
+import { children, liveDirs, livePairs, loadAverage } from './kit/process.js';
+import { type Server, start } from './kit/server.js';
+import { percentile } from './kit/stats.js';
 
 const THIS = fileURLToPath(import.meta.url);
 const CHECKOUT = process.env.BENCH_FLEET_CHECKOUT
@@ -503,14 +504,14 @@ async function pgbenchCeiling(pair: ReplicaPair, stats: pg.Client, dir: string, 
           ],
           { stdio: ['ignore', 'pipe', 'pipe'] },
         );
-        liveChildren.add(child);
+        children.add(child);
         let out = '';
         child.stdout.on('data', (chunk: Buffer) => void (out += chunk.toString()));
         child.stderr.on('data', (chunk: Buffer) => void (out += chunk.toString()));
         const timer = setTimeout(() => child.kill('SIGKILL'), (seconds + 60) * 1000);
         const [code] = (await once(child, 'exit')) as [number | null];
         clearTimeout(timer);
-        liveChildren.delete(child);
+        children.delete(child);
         const tps = /tps = ([\d.]+) \(without initial connection time\)/.exec(out)?.[1];
         const latency = /latency average = ([\d.]+) ms/.exec(out)?.[1];
         if (code !== 0 || tps === undefined || latency === undefined)

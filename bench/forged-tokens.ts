@@ -11,8 +11,8 @@ import { loadavg } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Pool } from 'undici';
 import { mintToken } from '../src/auth/token.js';
-import { median, percentile } from './harness.js';
-import { type Engine, createRunDb, mint, serve } from './scale-kit.js';
+import { median, percentile } from './kit/stats.js';
+import { type Engine, createRunDb, mint, serve } from './kit/scale.js';
 
 const arg = (name: string, fallback: string): string => {
   const at = process.argv.indexOf(`--${name}`);

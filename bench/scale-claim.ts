@@ -8,7 +8,7 @@
 // database, every lease released before each series.
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { type Engine, createRunDb } from './scale-kit.js';
+import { type Engine, createRunDb } from './kit/scale.js';
 import { seedEvents } from './scale-deliveries.js';
 import type { Store } from '../src/store/store.js';
 import type { openSqlite as OpenSqlite } from '../src/store/sqlite/store.js';

@@ -7,8 +7,9 @@
 // service's CPU per request; RSS.
 import { closeSync, openSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
-import { cpuMsOf, percentile, rss } from './harness.js';
-import { type Measure, type RunDb, call, cli, expectStatus, mint, serve, times } from './scale-kit.js';
+import { cpuMsOf, rss } from './kit/process.js';
+import { percentile } from './kit/stats.js';
+import { type Measure, type RunDb, call, cli, expectStatus, mint, serve, times } from './kit/scale.js';
 
 /** Ids spread over int64 whatever `n` (bench/import.ts's step overflows past 1.5 million). */
 const plantIds = (n: number) => {

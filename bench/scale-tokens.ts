@@ -11,8 +11,8 @@ import { join } from 'node:path';
 import { TokenAuthenticator } from '../src/auth/authenticator.js';
 import { hashToken, mintToken } from '../src/auth/token.js';
 import { TokenService } from '../src/auth/token.service.js';
-import { median, percentile } from './harness.js';
-import { BIN, type Measure, type RunDb, times } from './scale-kit.js';
+import { median, percentile } from './kit/stats.js';
+import { BIN, type Measure, type RunDb, times } from './kit/scale.js';
 
 /** The page of `token list --limit … --after <the middle>`. */
 const PAGE = 100;

@@ -6,7 +6,8 @@
 // p99; when the healthy webhooks' backlog had all arrived, from the service's start, and its
 // rate (the backlog's deliveries over that time); and A's latency again in a second
 // round after that (the hanging receivers alone beside it).
-import { percentile, sleep } from './harness.js';
+import { sleep } from './kit/process.js';
+import { percentile } from './kit/stats.js';
 import { seedEvents } from './scale-deliveries.js';
 import {
   type Measure,
@@ -19,7 +20,7 @@ import {
   serve,
   storedSecret,
   until,
-} from './scale-kit.js';
+} from './kit/scale.js';
 
 /** Ports the hanging webhooks are spread over: each its own origin, so its own connection pool. */
 const HANGING_PORTS = 20;

@@ -20,10 +20,10 @@
 // it used and the load average before it.
 import { cpus, totalmem } from 'node:os';
 import { parseArgs } from 'node:util';
-import { loadAverage } from './harness.js';
+import { loadAverage } from './kit/process.js';
 import { deliveriesAxis } from './scale-deliveries.js';
 import { eventsAxis } from './scale-events.js';
-import { type Engine, type Measure, type RunDb, createRunDb } from './scale-kit.js';
+import { type Engine, type Measure, type RunDb, createRunDb } from './kit/scale.js';
 import { plantsAxis } from './scale-plants.js';
 import { streamsAxis } from './scale-streams.js';
 import { tokensAxis } from './scale-tokens.js';

@@ -48,7 +48,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs, promisify } from 'node:util';
 import { Pool } from 'undici';
 import { silentProxy, startReplicaPair } from '../test/failover/replica-pair.js';
-import { liveChildren, liveDirs, livePairs } from './exit-cleanup.js';
+import { children, liveDirs, livePairs } from './kit/process.js';
 
 const THIS = fileURLToPath(import.meta.url);
 const BIN = fileURLToPath(new URL('../bin/plant-store.js', import.meta.url));
@@ -104,8 +104,8 @@ async function startService(databaseUrl: string, logFile: string): Promise<Servi
     stdio: ['ignore', fd, fd],
   });
   closeSync(fd);
-  liveChildren.add(child);
-  child.once('exit', () => liveChildren.delete(child));
+  children.add(child);
+  child.once('exit', () => children.delete(child));
   const deadline = Date.now() + 60_000;
   for (;;) {
     await sleep(50);

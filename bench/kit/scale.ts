@@ -10,13 +10,13 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
 import pg from 'pg';
-import { openStore } from '../src/store/open-store.js';
-import type { Store } from '../src/store/store.js';
-import { SecretBox } from '../src/webhooks/secret-box.js';
-import { newWebhookSecret } from '../src/webhooks/signing.js';
-import { type Server, start } from './harness.js';
+import { openStore } from '../../src/store/open-store.js';
+import type { Store } from '../../src/store/store.js';
+import { SecretBox } from '../../src/webhooks/secret-box.js';
+import { newWebhookSecret } from '../../src/webhooks/signing.js';
+import { type Server, start } from './server.js';
 
-export const BIN = fileURLToPath(new URL('../bin/plant-store.js', import.meta.url));
+export const BIN = fileURLToPath(new URL('../../bin/plant-store.js', import.meta.url));
 export type Engine = 'sqlite' | 'postgres';
 const PG_ADMIN = process.env.BENCH_PG_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 

@@ -1,15 +1,30 @@
-// What a benchmark process started that must not outlive it: stopped synchronously in one 'exit'
-// handler, which runs however the process ends (done, an error, SIGINT or SIGTERM through
-// process.exit, a deadline), where an asynchronous pair.close() would not get the chance. Shared by
-// every harness that starts replica pairs (bench/silent-primary.ts, bench/fleet-writes.ts).
+// This process and what it started: waiting, the clock, CPU and memory of a process from /proc, and
+// what must not outlive a run (children, replica pairs, folders), stopped synchronously in one
+// 'exit' handler. That handler runs however the process ends (done, an error, SIGINT or SIGTERM
+// through process.exit, a deadline), where an asynchronous close() would not get the chance.
 import type { ChildProcess } from 'node:child_process';
 import { execFileSync } from 'node:child_process';
 import { readFileSync, rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import type { ReplicaPair } from '../test/failover/replica-pair.js';
+import type { ReplicaPair } from '../../test/failover/replica-pair.js';
 
+export const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** CPU time (user + system) a process has used so far, in ms (/proc/<pid>/stat, clock ticks of 10 ms). */
+export const cpuMsOf = (pid: number): number => {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  return (Number(fields[11]) + Number(fields[12])) * 10;
+};
+export const loadAverage = (): string => readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
+/** A process's resident memory (VmRSS), in MiB. */
+export const rss = (pid: number): number =>
+  Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) / 1024;
+
+/** Child processes still running when this process ends: SIGKILLed. */
+export const children = new Set<ChildProcess>();
+/** Replica pairs (test/failover/replica-pair.ts) still up when this process ends: killed, their folder removed. */
 export const livePairs = new Set<ReplicaPair>();
-export const liveChildren = new Set<ChildProcess>();
+/** Folders removed when this process ends. */
 export const liveDirs = new Set<string>();
 
 /** SIGCONT then SIGKILL to each server's postmaster, its processes and its runuser wrapper; the pair's folder removed. */
@@ -44,7 +59,7 @@ function killPairNow(pair: ReplicaPair): void {
 }
 
 process.once('exit', () => {
-  for (const child of liveChildren) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
   for (const pair of livePairs) killPairNow(pair);
   for (const dir of liveDirs) rmSync(dir, { recursive: true, force: true });
 });
