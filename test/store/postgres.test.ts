@@ -90,7 +90,7 @@ test('migration 4 maps the disabled reasons version 2 stored to gone, failing; a
     ('gone', 'alice', false, 'https://hooks.example/1', 'plant.created', 'disabled', 's', 1, 5, 'the receiver answered 410 Gone'),
     ('failing', 'alice', false, 'https://hooks.example/1', 'plant.created', 'disabled', 's', 1, 5, 'every attempt failed for 5 days'),
     ('active', 'alice', false, 'https://hooks.example/1', 'plant.created', 'active', 's', 1, 7, NULL)`);
-  assert.deepEqual(await store.migrate(), [4, 5, 6, 7, 8, 9, 10, 11]);
+  assert.deepEqual(await store.migrate(), [4, 5, 6, 7, 8, 9, 10, 11, 12]);
   const hooks = await store.listWebhooks(null);
   assert.deepEqual(hooks.map((w) => [w.id, w.status, w.disabledReason, w.failingSince, w.description]).sort(), [
     ['active', 'active', null, 7, ''],
@@ -109,7 +109,7 @@ test("migration 5 names each logged attempt's webhook, so that the attempts of v
       (1, 'wh-1', 1, 'plant.created', 'delivered', 2, ${hour}), (2, 'wh-2', 1, 'plant.created', 'delivered', 1, ${hour})`);
   await client.query(`INSERT INTO delivery_attempts VALUES (1, 1, ${hour + 5}, 503, 4, 'the receiver answered 503', NULL),
       (1, 2, ${2 * hour + 5}, 204, 4, NULL, ''), (2, 1, ${hour + 9}, 200, 4, NULL, '')`);
-  assert.deepEqual(await store.migrate(), [5, 6, 7, 8, 9, 10, 11]);
+  assert.deepEqual(await store.migrate(), [5, 6, 7, 8, 9, 10, 11, 12]);
   assert.deepEqual(await store.countAttempts('wh-1', 'alice', { from: hour, bucketMs: hour, buckets: 2 }), [
     { bucket: 0, delivered: 0, failed: 1 },
     { bucket: 1, delivered: 1, failed: 0 },
@@ -120,12 +120,41 @@ test("migration 5 names each logged attempt's webhook, so that the attempts of v
   assert.equal(await store.countAttempts('wh-2', 'bob', { from: hour, bucketMs: hour, buckets: 1 }), undefined);
 });
 
+test("migration 12 copies each delivery's plant: a delete stored by version 11 waits behind its plant's pending create", async (t) => {
+  const { client, store } = await migratedTo(11, t);
+  await client.query(`INSERT INTO webhooks (id, owner, all_plants, url, events, status, secret, created_at)
+      VALUES ('wh-1', 'alice', false, 'https://hooks.example/1', 'plant.created plant.deleted', 'active', 's', 1)`);
+  await client.query(`INSERT INTO events (id, type, owner, plant_id, payload, created_at) VALUES
+      (1, 'plant.created', 'alice', 41, '{"id":41,"name":"a"}', 1), (2, 'plant.created', 'alice', 42, '{"id":42,"name":"b"}', 1),
+      (3, 'plant.deleted', 'alice', 41, '{"id":41}', 1)`);
+  await client.query('UPDATE delivery_cursor SET fanned_through = 3');
+  await client.query('UPDATE event_watermark SET through = 3');
+  await client.query(`INSERT INTO deliveries (id, webhook_id, event_id, type, status, attempts, next_attempt_at, created_at) VALUES
+      (1, 'wh-1', 1, 'plant.created', 'pending', 1, 0, 1), (2, 'wh-1', 2, 'plant.created', 'pending', 0, 0, 1),
+      (3, 'wh-1', 3, 'plant.deleted', 'pending', 0, 0, 1), (4, 'wh-1', 0, 'webhook.ping', 'pending', 0, 0, 1)`);
+  assert.deepEqual(await store.migrate(), [12]);
+  const { rows } = await client.query<{ id: string; plant_id: string | null }>(
+    'SELECT id, plant_id FROM deliveries ORDER BY id',
+  );
+  assert.deepEqual(
+    rows.map((r) => [r.id, r.plant_id]),
+    [
+      ['1', '41'],
+      ['2', '42'],
+      ['3', '41'],
+      ['4', null],
+    ],
+  );
+  const claimed = await store.claimDeliveries({ holder: 'h', leaseMs: 60_000, limit: 10, perWebhook: 10, busy: new Map() });
+  assert.deepEqual(claimed.map((d) => Number(d.id)).sort(), [1, 2, 4], "plant 41's delete waits for its create");
+});
+
 test('migration 10 counts the plants already stored, and its triggers count what SQL by hand changes', async (t) => {
   const { client, store } = await migratedTo(9, t);
   await client.query(
     `INSERT INTO plants (id, owner, name, tag) VALUES (1, 'alice', 'a', NULL), (2, 'alice', 'b', 'x'), (3, 'bob', 'c', NULL)`,
   );
-  assert.deepEqual(await store.migrate(), [10, 11]);
+  assert.deepEqual(await store.migrate(), [10, 11, 12]);
   assert.equal(await store.countPlants(), 3);
   await client.query("DELETE FROM plants WHERE owner = 'alice'");
   await client.query("INSERT INTO plants VALUES (9, 'carol', 'd', NULL), (10, 'carol', 'e', NULL)");

@@ -28,7 +28,7 @@ test('a SQLite file is opened in WAL mode with synchronous=FULL, its folder crea
         .prepare('SELECT version FROM schema_migrations')
         .all()
         .map((r) => (r as { version: number }).version),
-      [1, 2, 3, 4, 5, 6, 7, 8, 9, 10],
+      [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11],
     );
   } finally {
     db.close();
@@ -75,7 +75,7 @@ test('migration 3 starts the delivery cursor at the newest event: what version 2
   db.close();
   const store = openSqlite(path);
   t.after(() => store.close());
-  assert.deepEqual(await store.migrate(), [3, 4, 5, 6, 7, 8, 9, 10]);
+  assert.deepEqual(await store.migrate(), [3, 4, 5, 6, 7, 8, 9, 10, 11]);
   await store.createPlant({ id: 2n, owner: 'alice', name: 'b', tag: null });
   const deliveries = await store.listDeliveries('wh-1', 'alice', 10);
   assert.deepEqual(
@@ -96,7 +96,7 @@ test('migration 4 maps the disabled reasons version 2 stored to gone, failing; a
   db.close();
   const store = openSqlite(path);
   t.after(() => store.close());
-  assert.deepEqual(await store.migrate(), [4, 5, 6, 7, 8, 9, 10]);
+  assert.deepEqual(await store.migrate(), [4, 5, 6, 7, 8, 9, 10, 11]);
   const hooks = await store.listWebhooks(null);
   assert.deepEqual(hooks.map((w) => [w.id, w.status, w.disabledReason, w.failingSince, w.description]).sort(), [
     ['active', 'active', null, 7, ''],
@@ -119,7 +119,7 @@ test("migration 6 names each logged attempt's webhook, so that the attempts of v
   db.close();
   const store = openSqlite(path);
   t.after(() => store.close());
-  assert.deepEqual(await store.migrate(), [6, 7, 8, 9, 10]);
+  assert.deepEqual(await store.migrate(), [6, 7, 8, 9, 10, 11]);
   assert.deepEqual(await store.countAttempts('wh-1', 'alice', { from: hour, bucketMs: hour, buckets: 2 }), [
     { bucket: 0, delivered: 0, failed: 1 },
     { bucket: 1, delivered: 1, failed: 0 },
@@ -139,12 +139,40 @@ test('migration 10 counts the plants already stored, and its triggers count what
   db.close();
   const store = openSqlite(path);
   t.after(() => store.close());
-  assert.deepEqual(await store.migrate(), [10]);
+  assert.deepEqual(await store.migrate(), [10, 11]);
   assert.equal(await store.countPlants(), 3);
   const other = new Database(path);
   other.exec("DELETE FROM plants WHERE owner = 'alice'; INSERT INTO plants VALUES (9, 'carol', 'd', NULL)");
   other.close();
   assert.equal(await store.countPlants(), 2);
+});
+
+test("migration 11 copies each delivery's plant: a delete stored by version 10 waits behind its plant's pending create", async (t) => {
+  const path = join(dir, 'upgrade-11.db');
+  const db = migratedTo(path, 10);
+  db.exec(`INSERT INTO webhooks (id, owner, all_plants, url, events, status, secret, created_at)
+      VALUES ('wh-1', 'alice', 0, 'https://hooks.example/1', 'plant.created plant.deleted', 'active', 's', 1);
+    INSERT INTO events (id, type, owner, plant_id, payload, created_at) VALUES
+      (1, 'plant.created', 'alice', 41, '{"id":41,"name":"a"}', 1), (2, 'plant.created', 'alice', 42, '{"id":42,"name":"b"}', 1),
+      (3, 'plant.deleted', 'alice', 41, '{"id":41}', 1);
+    UPDATE delivery_cursor SET fanned_through = 3;
+    INSERT INTO deliveries (id, webhook_id, event_id, type, status, attempts, next_attempt_at, created_at) VALUES
+      (1, 'wh-1', 1, 'plant.created', 'pending', 1, 0, 1), (2, 'wh-1', 2, 'plant.created', 'pending', 0, 0, 1),
+      (3, 'wh-1', 3, 'plant.deleted', 'pending', 0, 0, 1), (4, 'wh-1', 0, 'webhook.ping', 'pending', 0, 0, 1);`);
+  db.close();
+  const store = openSqlite(path);
+  t.after(() => store.close());
+  assert.deepEqual(await store.migrate(), [11]);
+  const read = new Database(path, { readonly: true });
+  assert.deepEqual(read.prepare('SELECT id, plant_id FROM deliveries ORDER BY id').raw().all(), [
+    [1, 41],
+    [2, 42],
+    [3, 41],
+    [4, null],
+  ]);
+  read.close();
+  const claimed = await store.claimDeliveries({ holder: 'h', leaseMs: 60_000, limit: 10, perWebhook: 10, busy: new Map() });
+  assert.deepEqual(claimed.map((d) => Number(d.id)).sort(), [1, 2, 4], "plant 41's delete waits for its create");
 });
 
 test("an owner's page, with a tag or without, is read from a covering index: no row of the table is read", (t) => {

@@ -28,10 +28,18 @@ const CLAIM_WINDOW = 128;
 const OWNED = '($2::text IS NULL OR owner = $2)';
 
 /** The deliveries of the events in `ev`: one per active webhook that wants the type and may see the owner. */
-const MAKE_DELIVERIES = `INSERT INTO deliveries (webhook_id, event_id, type, status, attempts, next_attempt_at, created_at)
-    SELECT w.id, ev.id, ev.type, 'pending', 0, ev.created_at, ev.created_at FROM ev JOIN webhooks w
+const MAKE_DELIVERIES = `INSERT INTO deliveries (webhook_id, event_id, plant_id, type, status, attempts, next_attempt_at, created_at)
+    SELECT w.id, ev.id, ev.plant_id, ev.type, 'pending', 0, ev.created_at, ev.created_at FROM ev JOIN webhooks w
       ON w.status = 'active' AND (w.owner = ev.owner OR w.all_plants)
       AND position(' ' || ev.type || ' ' IN ' ' || w.events || ' ') > 0`;
+
+/**
+ * Delivery `d` is in its plant's turn: no earlier delivery of the same plant to the same webhook is
+ * pending (docs/api.md#delivery, order per plant). One probe of deliveries_plant_order; a ping's
+ * plant_id is null, so it is always in turn.
+ */
+const IN_TURN = `NOT EXISTS (SELECT 1 FROM deliveries b
+    WHERE b.webhook_id = d.webhook_id AND b.plant_id = d.plant_id AND b.event_id < d.event_id AND b.status = 'pending')`;
 
 const SQL = {
   // A dispatcher's look: the deliveries of up to $1 events after the cursor, the cursor moved past
@@ -44,7 +52,7 @@ const SQL = {
   // rolled-back write's), which would otherwise stay "behind the cursor" for nextDue.
   fanOut: `WITH cur AS (SELECT fanned_through FROM delivery_cursor WHERE ${ANY_ACTIVE} FOR UPDATE SKIP LOCKED),
     pub AS (SELECT through FROM event_watermark),
-    ev AS (SELECT id, type, owner, created_at FROM events WHERE id > (SELECT fanned_through FROM cur)
+    ev AS (SELECT id, type, owner, plant_id, created_at FROM events WHERE id > (SELECT fanned_through FROM cur)
       AND id <= (SELECT through FROM pub) ORDER BY id LIMIT $1),
     made AS (${MAKE_DELIVERIES}),
     moved AS (UPDATE delivery_cursor SET fanned_through = greatest(fanned_through,
@@ -56,7 +64,7 @@ const SQL = {
   // with no active webhook the cursor just jumps to the newest event. Run holding the event-order
   // lock exclusive (holdEvents), when every event written has committed: past the watermark too.
   fanOutAll: `WITH cur AS (SELECT fanned_through FROM delivery_cursor FOR UPDATE),
-    ev AS (SELECT id, type, owner, created_at FROM events WHERE id > (SELECT fanned_through FROM cur) AND ${ANY_ACTIVE}),
+    ev AS (SELECT id, type, owner, plant_id, created_at FROM events WHERE id > (SELECT fanned_through FROM cur) AND ${ANY_ACTIVE}),
     made AS (${MAKE_DELIVERIES} RETURNING 1)
     UPDATE delivery_cursor SET fanned_through = greatest(fanned_through, (SELECT coalesce(max(id), 0) FROM events))
     -- Read first, so the row is locked and the deliveries made before it changes (a CTE no one
@@ -115,9 +123,9 @@ const SQL = {
     window_end AS (SELECT max(id) AS last_id, count(*) AS size FROM turns),
     candidate AS (
       SELECT d.id, t.owner, t.turn, d.next_attempt_at, t.room IS NULL AS newcomer FROM turns t CROSS JOIN LATERAL (
-        SELECT id, next_attempt_at FROM deliveries
+        SELECT id, next_attempt_at FROM deliveries d
         WHERE webhook_id = t.id AND status = 'pending' AND next_attempt_at <= ${NOW}
-          AND (lease_until IS NULL OR lease_until < ${NOW})
+          AND (lease_until IS NULL OR lease_until < ${NOW}) AND ${IN_TURN}
         ORDER BY next_attempt_at, id
         LIMIT greatest(0, least(coalesce(t.room, $10), $7 - coalesce(($8::jsonb ->> t.owner)::int, 0)))
         FOR UPDATE SKIP LOCKED) d),
@@ -204,7 +212,7 @@ const SQL = {
       ELSE (SELECT greatest(0, d.next_attempt_at - ${NOW}) FROM deliveries d
         JOIN webhooks w ON w.id = d.webhook_id
         WHERE d.status = 'pending' AND (w.status = 'active' OR d.type = '${PING_TYPE}')
-          AND (d.lease_until IS NULL OR d.lease_until < ${NOW})
+          AND (d.lease_until IS NULL OR d.lease_until < ${NOW}) AND ${IN_TURN}
         ORDER BY d.next_attempt_at LIMIT 1) END AS wait`,
 } as const;
 

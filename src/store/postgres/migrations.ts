@@ -394,4 +394,18 @@ export const postgresMigrations: readonly Migration[] = [
       $$;
     `,
   },
+  {
+    version: 12,
+    name: "each plant's deliveries to a webhook in event order",
+    sql: `
+      -- A delivery is not claimed while an earlier delivery of the same plant to the same webhook
+      -- is pending (docs/api.md#delivery, order per plant). The plant is copied onto the delivery
+      -- so that the check is one probe of deliveries_plant_order, not a join with the event log.
+      -- Pings have none: they are never held back and hold nothing back.
+      ALTER TABLE deliveries ADD COLUMN plant_id BIGINT;
+      UPDATE deliveries d SET plant_id = e.plant_id FROM events e WHERE e.id = d.event_id AND d.type <> 'webhook.ping';
+      CREATE INDEX deliveries_plant_order ON deliveries (webhook_id, plant_id, event_id)
+        WHERE status = 'pending' AND plant_id IS NOT NULL;
+    `,
+  },
 ];

@@ -114,8 +114,8 @@ const SQL = {
   missedOwnPart: missedPart('owner = $8'),
   missedAllPart: missedPart('$8::text IS NULL'),
   // The chosen events' deliveries, made as the fan-out makes them, in event order; the new watermark.
-  makeMissed: `WITH made AS (INSERT INTO deliveries (webhook_id, event_id, type, status, attempts, next_attempt_at, created_at)
-      SELECT $1, e.id, e.type, 'pending', 0, e.created_at, e.created_at FROM events e
+  makeMissed: `WITH made AS (INSERT INTO deliveries (webhook_id, event_id, plant_id, type, status, attempts, next_attempt_at, created_at)
+      SELECT $1, e.id, e.plant_id, e.type, 'pending', 0, e.created_at, e.created_at FROM events e
       WHERE e.id = ANY($2::bigint[]) ORDER BY e.id RETURNING id)
     SELECT (SELECT count(*) FROM made) AS created,
       greatest($3::bigint, (SELECT max(id) FROM made), (SELECT max(id) FROM deliveries WHERE webhook_id = $1)) AS watermark`,

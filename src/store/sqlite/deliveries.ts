@@ -60,6 +60,15 @@ const toClaimed = (r: ClaimRow): ClaimedDelivery => ({
   },
 });
 
+/**
+ * Delivery `d` is in its plant's turn: no earlier delivery of the same plant to the same webhook is
+ * pending (docs/api.md#delivery, order per plant). One probe of deliveries_plant_order; a ping's
+ * plant_id is null, so it is always in turn.
+ */
+const IN_TURN = `NOT EXISTS (SELECT 1 FROM deliveries b INDEXED BY deliveries_plant_order
+    WHERE b.webhook_id = d.webhook_id AND b.plant_id = d.plant_id AND b.event_id < d.event_id AND b.status = 'pending'
+      AND b.plant_id IS NOT NULL)`;
+
 /** `owner = ?` or, for null (an admin, an operator), every row. */
 const OWNED = '(? IS NULL OR owner = ?)';
 
@@ -73,8 +82,8 @@ export function prepareDeliveryStatements(db: Database.Database) {
     fanOutEnd: q('SELECT max(id) FROM (SELECT id FROM events WHERE id > ? ORDER BY id LIMIT ?)').pluck(),
     // For each event of (from, through], one delivery per active webhook that wants its type and
     // may see its owner's plants, due at the event's time (so a backlog drains oldest first).
-    fanOut: q(`INSERT INTO deliveries (webhook_id, event_id, type, status, attempts, next_attempt_at, created_at)
-      SELECT w.id, e.id, e.type, 'pending', 0, e.created_at, e.created_at FROM events e JOIN webhooks w
+    fanOut: q(`INSERT INTO deliveries (webhook_id, event_id, plant_id, type, status, attempts, next_attempt_at, created_at)
+      SELECT w.id, e.id, e.plant_id, e.type, 'pending', 0, e.created_at, e.created_at FROM events e JOIN webhooks w
         ON w.status = 'active' AND (w.owner = e.owner OR w.all_plants = 1)
         AND instr(' ' || w.events || ' ', ' ' || e.type || ' ') > 0
       WHERE e.id > ? AND e.id <= ? ORDER BY e.id, w.id`),
@@ -113,8 +122,9 @@ export function prepareDeliveryStatements(db: Database.Database) {
         AND (SELECT status FROM webhooks w WHERE w.id = d.webhook_id) = 'disabled'`).pluck(),
     // One webhook's earliest due deliveries that no one holds, through deliveries_due_by_webhook:
     // a claim costs the same whatever the backlog.
-    dueOf: q(`SELECT id FROM deliveries INDEXED BY deliveries_due_by_webhook
+    dueOf: q(`SELECT id FROM deliveries d INDEXED BY deliveries_due_by_webhook
       WHERE webhook_id = ? AND status = 'pending' AND next_attempt_at <= ? AND (lease_until IS NULL OR lease_until < ?)
+        AND ${IN_TURN}
       ORDER BY next_attempt_at, id LIMIT ?`).pluck(),
     lease: q('UPDATE deliveries SET lease_until = ?, lease_owner = ? WHERE id = ?'),
     claimed: q(`SELECT d.id, d.event_id, d.type, d.attempts, d.schedule_from, e.payload, w.id AS webhook_id, w.owner,
@@ -140,6 +150,7 @@ export function prepareDeliveryStatements(db: Database.Database) {
     // such row in deliveries_due_by_webhook (one index every create keeps up to date, not two).
     nextDue: q(`SELECT min((SELECT d.next_attempt_at FROM deliveries d INDEXED BY deliveries_due_by_webhook
         WHERE d.webhook_id = w.id AND d.status = 'pending' AND (d.lease_until IS NULL OR d.lease_until < ?)
+          AND ${IN_TURN}
         ORDER BY d.next_attempt_at, d.id LIMIT 1)) FROM webhooks w WHERE w.status = 'active'`).pluck(),
   };
 }
