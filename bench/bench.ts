@@ -15,42 +15,30 @@
 // alone (a primary gone silent under the service, its synchronous standby promoted 3 s later).
 // `npm run bench -- --fleet-writes [--seconds S] [--rounds N] [--pgbench]` runs bench/fleet-writes.ts
 // alone (one instance × 32 writers against two × 16, under a synchronous standby 3 ms away).
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { once } from 'node:events';
-import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { cpus, totalmem, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { startThrowawayPostgres } from '../test/support/postgres.js';
 import { type CostRow, costRows, costTable, main as costOnly } from './cost.js';
 import { eventScenarios } from './events.js';
 import { main as fairnessOnly } from './fairness.js';
 import { main as fleetWritesOnly } from './fleet-writes.js';
+import { exitOnSignal, rss, sleep } from './kit/process.js';
+import { type Server, cli as run, mintToken, onBenchPostgres, start, startService as serve } from './kit/server.js';
+import { int } from './kit/stats.js';
+import { DURATION, type WrkResult as Result, combine, wrk } from './kit/wrk.js';
 import { main as silentPrimaryOnly } from './silent-primary.js';
-import { type WrkResult as Result, wrk as wrkFor } from './kit/wrk.js';
 
-const BIN = fileURLToPath(new URL('../bin/plant-store.js', import.meta.url));
 const BARE = fileURLToPath(new URL('./bare-server.mjs', import.meta.url));
-const DURATION = Number(process.env.BENCH_DURATION ?? 10);
-const wrk = (url: string, lua: string, seconds = DURATION): Promise<Result> => wrkFor(url, lua, seconds);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 2);
 const WARM_UP = 3; // seconds of unrecorded load after a server starts
 const SKIP = new Set((process.env.BENCH_SKIP ?? '').split(',').filter(Boolean));
 const dir = mkdtempSync(join(tmpdir(), 'plant-store-bench-'));
 
-// Whatever is still running when the harness ends, fails or is interrupted, is stopped.
-const children = new Set<ChildProcess>();
-process.once('exit', () => {
-  for (const child of children) child.kill('SIGKILL');
-});
-for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => process.exit(130));
-
-interface Server {
-  readonly url: string;
-  readonly child: ChildProcess;
-  stop(): Promise<void>;
-}
+// SIGINT or SIGTERM ends the run through process.exit, which stops what it started (kit/process.ts).
+exitOnSignal();
 
 function ensureWrk(): void {
   try {
@@ -62,57 +50,12 @@ function ensureWrk(): void {
   }
 }
 
-async function start(command: string[], env: NodeJS.ProcessEnv, cores: string, ready: RegExp): Promise<Server> {
-  // The server logs to a file, as it would in production; a pipe that the harness had to drain
-  // would put the harness's reading on the measured cores, and one left unread would fill and
-  // make the server hold every log line in memory.
-  const log = join(dir, `server-${children.size}-${Date.now()}.log`);
-  const fd = openSync(log, 'w');
-  const child = spawn('taskset', ['-c', cores, process.execPath, ...command], {
-    env: { ...process.env, ...env },
-    stdio: ['ignore', fd, 'inherit'],
-  });
-  closeSync(fd);
-  children.add(child);
-  child.once('exit', () => children.delete(child));
-  let exited: number | null | undefined;
-  child.once('exit', (code) => (exited = code));
-  let url: string | undefined;
-  while (url === undefined) {
-    await new Promise((resolve) => setTimeout(resolve, 50));
-    const out = readFileSync(log, 'utf8');
-    const m = ready.exec(out);
-    if (m) url = `http://127.0.0.1:${m[1]}`;
-    else if (exited !== undefined) throw new Error(`${command.join(' ')} exited with ${exited}: ${out}`);
-  }
-  return {
-    url,
-    child,
-    stop: async () => {
-      if (child.exitCode !== null) return;
-      const exited = once(child, 'exit');
-      child.kill('SIGTERM');
-      await exited;
-      rmSync(log, { force: true }); // a few hundred megabytes after a long run
-    },
-  };
-}
-
+/** The service pinned to `cores`, RATE_LIMIT=off; a start slower than 5 minutes fails the run. */
 const startService = (env: NodeJS.ProcessEnv, cores = '0', args: string[] = []): Promise<Server> =>
-  start(
-    [BIN, 'serve', ...args],
-    { PORT: '0', RATE_LIMIT: 'off', ...env },
-    cores,
-    /Server listening at http:\/\/127\.0\.0\.1:(\d+)/,
-  );
+  serve(dir, { RATE_LIMIT: 'off', ...env }, { cores, args, timeoutMs: 300_000 });
 
-const cli = (args: string[], env: NodeJS.ProcessEnv, input?: string): string =>
-  execFileSync(process.execPath, [BIN, ...args], {
-    env: { ...process.env, ...env },
-    input,
-    encoding: 'utf8',
-    maxBuffer: 1 << 30,
-  });
+/** The CLI's stderr (the database it uses, the migrations applied) shows on this process's. */
+const cli = (args: string[], env: NodeJS.ProcessEnv): string => run(args, env, { showStderr: true });
 
 /** Lua for wrk: the request of each scenario. Ids are unique per run, so no create is a 409. */
 function script(
@@ -136,32 +79,12 @@ function script(
   return file;
 }
 
-const median = (values: number[]): number => {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = Math.floor(sorted.length / 2);
-  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
-};
-const combine = (results: Result[]): Result => ({
-  requests: results.reduce((sum, r) => sum + r.requests, 0),
-  rps: median(results.map((r) => r.rps)),
-  p50: median(results.map((r) => r.p50)),
-  p99: median(results.map((r) => r.p99)),
-});
-
 const rows: string[] = [];
 const notes: string[] = [];
 const row = (engine: string, name: string, service: Result, bare?: Result): void => {
   const ratio = bare ? (service.rps / bare.rps).toFixed(2) : '—';
-  const cells = [
-    engine,
-    name,
-    Math.round(service.rps).toLocaleString('en-US'),
-    service.p50.toFixed(2),
-    service.p99.toFixed(2),
-  ];
-  const bareCells = bare
-    ? [Math.round(bare.rps).toLocaleString('en-US'), bare.p50.toFixed(2), bare.p99.toFixed(2)]
-    : ['—', '—', '—'];
+  const cells = [engine, name, int(service.rps), service.p50.toFixed(2), service.p99.toFixed(2)];
+  const bareCells = bare ? [int(bare.rps), bare.p50.toFixed(2), bare.p99.toFixed(2)] : ['—', '—', '—'];
   rows.push(`| ${[...cells, ...bareCells, ratio].join(' | ')} |`);
   console.error(rows.at(-1));
 };
@@ -261,16 +184,9 @@ async function compressionScenarios(engine: string, service: Server, bare: Serve
   notes.push(`${engine}, bytes of one answer on the wire (status line, headers, body): ${sizes.join('; ')}`);
 }
 
-const rss = (pid: number): number =>
-  Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) / 1024;
-
 async function suite(engine: string, env: NodeJS.ProcessEnv): Promise<void> {
   cli(['migrate'], env);
-  const { token } = JSON.parse(
-    cli(['token', 'create', '--subject', 'bench', '--scopes', 'plants:read,plants:write', '--json'], env),
-  ) as {
-    token: string;
-  };
+  const token = mintToken(env, 'bench', 'plants:read,plants:write', { showStderr: true });
   // The bench owner's 200 plants (listed), 400,000 to delete, and 1,000 of others'.
   importLines(
     env,
@@ -300,7 +216,11 @@ async function suite(engine: string, env: NodeJS.ProcessEnv): Promise<void> {
       await onTheWire(service.url, '/plants?limit=100', { Authorization: `Bearer ${token}`, 'Accept-Encoding': 'gzip' })
     ).body.toString('base64'),
   };
-  const bare = await start([BARE], { BARE_BODIES: JSON.stringify(bodies), PORT: '0' }, '0', /listening (\d+)/);
+  const bare = await start(dir, [BARE], {
+    env: { BARE_BODIES: JSON.stringify(bodies), PORT: '0' },
+    cores: '0',
+    ready: /listening (\d+)/,
+  });
   // Steady state is what is measured: both servers first answer a few seconds of load unrecorded
   // (the JIT compiles the hot path; the first requests of a process pay for it).
   for (const server of [bare, service]) await wrk(`${server.url}/plants?limit=10`, script('get', token, 0n), WARM_UP);
@@ -357,7 +277,7 @@ async function suite(engine: string, env: NodeJS.ProcessEnv): Promise<void> {
 
   if (!SKIP.has('workers')) {
     const workers = await startService(env, '0,1', ['--workers', '2']);
-    await new Promise((resolve) => setTimeout(resolve, 1500)); // both workers listening
+    await sleep(1500); // both workers listening
     await wrk(`${workers.url}/plants?limit=10`, script('get', token, 0n), WARM_UP);
     const result = await wrk(`${workers.url}/plants?limit=10`, script('get', token, 0n));
     row(engine, 'GET limit=10, --workers 2 (unpinned; wrk shares the cores)', result);
@@ -405,14 +325,7 @@ try {
   const started = new Date();
   if (!SKIP.has('sqlite')) await suite('SQLite', { DATABASE_URL: `sqlite:${join(dir, 'bench.db')}` });
   if (!SKIP.has('postgres')) {
-    let url = process.env.BENCH_DATABASE_URL;
-    const throwaway = url ? undefined : await startThrowawayPostgres();
-    url ??= throwaway!.url;
-    try {
-      await suite('PostgreSQL', { DATABASE_URL: url });
-    } finally {
-      await throwaway?.stop();
-    }
+    await onBenchPostgres((url) => suite('PostgreSQL', { DATABASE_URL: url }));
   }
   console.log(
     `\n${cpus().length} × ${cpus()[0]?.model}, ${Math.round(totalmem() / 2 ** 30)} GiB, node ${process.version}, ${started.toISOString()}`,

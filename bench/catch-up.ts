@@ -7,16 +7,12 @@
 // /healthz's latency meanwhile (median, p99, max). The service is the built one (`npm run build`
 // first), pinned to core 0; each run has a fresh service on the same seeded database.
 import { loadavg } from 'node:os';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { Pool } from 'undici';
+import { arg, sleep } from './kit/process.js';
+import { type Engine, createRunDb, mint, serve } from './kit/scale.js';
 import { median, percentile } from './kit/stats.js';
 import { seedEvents } from './scale-deliveries.js';
-import { type Engine, createRunDb, mint, serve } from './kit/scale.js';
 
-const arg = (name: string, fallback: string): string => {
-  const at = process.argv.indexOf(`--${name}`);
-  return at >= 0 ? process.argv[at + 1]! : fallback;
-};
 const engine = arg('engine', 'sqlite') as Engine;
 const EVENTS = Number(arg('events', '60000'));
 const RUNS = Number(arg('runs', '3'));

@@ -23,18 +23,16 @@
 // rounds' ratios. The
 // creates of a round are deleted by the next DELETE round, id for id, so every DELETE finds its
 // plant and answers 204.
-import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { PARTS } from '../src/knockouts.js';
-import { cpuMsOf, loadAverage } from './kit/process.js';
-import { type Server, onBenchPostgres, start } from './kit/server.js';
+import { cpuMsOf, exitOnSignal, loadAverage } from './kit/process.js';
+import { type Server, mintToken, onBenchPostgres, start, startService } from './kit/server.js';
 import { median } from './kit/stats.js';
 import { wrk } from './kit/wrk.js';
 
-const BIN = fileURLToPath(new URL('../bin/plant-store.js', import.meta.url));
 const BARE = fileURLToPath(new URL('./bare-server.mjs', import.meta.url));
 const MINIMAL = fileURLToPath(new URL('./minimal-fastify.mjs', import.meta.url));
 const KEPT = fileURLToPath(new URL('./kept-parts.mjs', import.meta.url));
@@ -45,7 +43,8 @@ const ROUNDS = Number(process.env.BENCH_COST_ROUNDS ?? (QUICK ? 2 : 3));
 const WITH_KEPT = !QUICK || process.env.BENCH_KEPT === '1';
 const SKIP = new Set((process.env.BENCH_SKIP ?? '').split(',').filter(Boolean));
 const SERVER_ENV = { PORT: '0', RATE_LIMIT: 'off' };
-const READY = /Server listening at http:\/\/127\.0\.0\.1:(\d+)/;
+/** The bare, minimal and kept-parts servers' line once they listen. */
+const LISTENING = /listening (\d+)/;
 
 /** wrk's Lua for each operation; POST and DELETE walk the same ids, `<prefix><n as 9 digits>`. */
 function script(dir: string, op: 'get' | 'post' | 'delete', token: string, prefix: string, last = 0): string {
@@ -102,12 +101,8 @@ export async function costRows(engine: string, env: NodeJS.ProcessEnv, label = '
   const servers: Server[] = [];
   try {
     const serviceEnv = { ...SERVER_ENV, ...env };
-    const token = execFileSync(
-      process.execPath,
-      [BIN, 'token', 'create', '--subject', 'bench', '--scopes', 'plants:read,plants:write'],
-      { env: { ...process.env, ...serviceEnv }, encoding: 'utf8' },
-    ).trim();
-    const service = await start(dir, [BIN, 'serve'], serviceEnv, '0', READY);
+    const token = mintToken(serviceEnv, 'bench', 'plants:read,plants:write', { showStderr: true });
+    const service = await startService(dir, serviceEnv, { cores: '0' });
     servers.push(service);
     // Ten plants to list, and the bodies the bare server answers with: the service's own bytes.
     const call = async (path: string, init: RequestInit = {}, server = service): Promise<string> =>
@@ -130,7 +125,11 @@ export async function costRows(engine: string, env: NodeJS.ProcessEnv, label = '
     };
     const created = await tenPlants(service);
     const bodies = { list10: await call('/plants?limit=10'), created };
-    const bare = await start(dir, [BARE], { BARE_BODIES: JSON.stringify(bodies), PORT: '0' }, '0', /listening (\d+)/);
+    const bare = await start(dir, [BARE], {
+      env: { BARE_BODIES: JSON.stringify(bodies), PORT: '0' },
+      cores: '0',
+      ready: LISTENING,
+    });
     servers.push(bare);
     // The same token, the same ten plants made the same way, the service's event rows and page
     // cache: the same work in SQLite, so that what differs is the framework and the service's parts.
@@ -143,7 +142,7 @@ export async function costRows(engine: string, env: NodeJS.ProcessEnv, label = '
         MINIMAL_EVENTS: '1',
         MINIMAL_PAGE_CACHE: '1',
       };
-      minimal = await start(dir, [MINIMAL], minimalEnv, '0', /listening (\d+)/);
+      minimal = await start(dir, [MINIMAL], { env: minimalEnv, cores: '0', ready: LISTENING });
       servers.push(minimal);
       await tenPlants(minimal);
     }
@@ -156,7 +155,7 @@ export async function costRows(engine: string, env: NodeJS.ProcessEnv, label = '
         : { ...serviceEnv, DATABASE_URL: `sqlite:${join(dir, 'kept.db')}`, TOKENS_FROM: sqliteFile };
     // BENCH_KEPT_OFF=log,metrics,auth,id,store: the kept-parts server without those (its KEPT_OFF).
     if (process.env.BENCH_KEPT_OFF) keptEnv.KEPT_OFF = process.env.BENCH_KEPT_OFF;
-    const kept = WITH_KEPT ? await start(dir, [KEPT], keptEnv, '0', /listening (\d+)/) : undefined;
+    const kept = WITH_KEPT ? await start(dir, [KEPT], { env: keptEnv, cores: '0', ready: LISTENING }) : undefined;
     if (kept !== undefined) servers.push(kept);
     if (kept !== undefined && sqliteFile !== undefined) await tenPlants(kept);
     const contenders = [
@@ -249,7 +248,7 @@ export function costTable(rows: CostRow[]): string {
 
 /** The cost table alone: `npm run bench -- --quick`, or this file run directly. */
 export async function main(): Promise<void> {
-  for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => process.exit(130));
+  exitOnSignal();
   const started = new Date();
   const rows: CostRow[] = [];
   const dir = mkdtempSync(join(tmpdir(), 'plant-store-bench-cost-db-'));

@@ -15,17 +15,18 @@
 // each timed from its first request to its empty page: events/s = events / that time. Twice: with
 // the owner's token (plants:read: the read goes through the events_owner_id index) and with a
 // plants:admin token (every plant's events: the primary key's range).
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { Agent, request } from 'node:http';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { cpuMsOf } from './kit/process.js';
+import { cli, mintToken, startService } from './kit/server.js';
+import { int, median } from './kit/stats.js';
 
 const THIS = fileURLToPath(import.meta.url);
-const BIN = fileURLToPath(new URL('../bin/plant-store.js', import.meta.url));
 const EVENTS = Number(process.env.BENCH_PAGES_EVENTS ?? 200_000);
 const ROUNDS = Number(process.env.BENCH_PAGES_ROUNDS ?? 10);
 const LIMIT = Number(process.env.BENCH_PAGES_LIMIT ?? 1000);
@@ -50,52 +51,6 @@ interface ClientResult {
   /** Every round's pages, the warm-up's too, and the client's CPU time over them (ms). */
   readonly allPages: number;
   readonly cpuMs: number;
-}
-
-const int = (n: number): string => Math.round(n).toLocaleString('en-US');
-const median = (values: readonly number[]): number => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
-
-const cli = (args: string[], env: NodeJS.ProcessEnv): string =>
-  execFileSync(process.execPath, [BIN, ...args], {
-    env: { ...process.env, ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-    encoding: 'utf8',
-    maxBuffer: 1 << 30,
-  });
-
-const mintToken = (env: NodeJS.ProcessEnv, subject: string, scopes: string): string =>
-  (JSON.parse(cli(['token', 'create', '--subject', subject, '--scopes', scopes, '--json'], env)) as { token: string })
-    .token;
-
-/** The service pinned to core 0, logging to a file; answers its port and how to stop it. */
-async function startService(
-  dir: string,
-  env: NodeJS.ProcessEnv,
-): Promise<{ port: number; pid: number; stop(): Promise<void> }> {
-  const log = join(dir, `service-${Date.now()}.log`);
-  const fd = openSync(log, 'w');
-  const child = spawn('taskset', ['-c', '0', process.execPath, BIN, 'serve'], {
-    env: { ...process.env, PORT: '0', RATE_LIMIT: 'off', ...env },
-    stdio: ['ignore', fd, 'inherit'],
-  });
-  closeSync(fd);
-  const stop = async (): Promise<void> => {
-    if (child.exitCode !== null || child.signalCode !== null) return;
-    const exited = once(child, 'exit');
-    child.kill('SIGTERM');
-    await exited;
-  };
-  process.once('exit', () => child.kill('SIGKILL'));
-  const deadline = Date.now() + 60_000;
-  for (;;) {
-    await new Promise((r) => setTimeout(r, 20));
-    const m = /Server listening at http:\/\/127\.0\.0\.1:(\d+)/.exec(readFileSync(log, 'utf8'));
-    if (m) return { port: Number(m[1]), pid: child.pid!, stop }; // taskset execs node: one pid
-    if (child.exitCode !== null || Date.now() > deadline) {
-      await stop();
-      throw new Error(`the service did not start: ${readFileSync(log, 'utf8')}`);
-    }
-  }
 }
 
 /** Runs the client on core 1 and answers what it measured. */
@@ -172,21 +127,21 @@ export async function pagesScenario(engine: string, env: NodeJS.ProcessEnv): Pro
     notes.push(
       `${engine}: pages: imported ${int(EVENTS)} plants (and their events) in ${((Date.now() - imported) / 1000).toFixed(1)} s`,
     );
-    const service = await startService(dir, env);
+    const service = await startService(dir, { RATE_LIMIT: 'off', ...env }, { cores: '0' });
     try {
       for (const [who, token] of [
         ['the owner (plants:read)', mintToken(env, 'poller', 'plants:read')],
         ['plants:admin', mintToken(env, 'root', 'plants:admin')],
       ] as const) {
         const load = loadavg()[0]!.toFixed(2);
-        const serverCpu = cpuMsOf(service.pid);
+        const serverCpu = cpuMsOf(service.child.pid!);
         const { rounds, allPages, cpuMs } = await runClient({
           port: service.port,
           token,
           limit: LIMIT,
           rounds: ROUNDS,
         });
-        const serverPerPage = (cpuMsOf(service.pid) - serverCpu) / allPages;
+        const serverPerPage = (cpuMsOf(service.child.pid!) - serverCpu) / allPages;
         const clientPerPage = cpuMs / allPages;
         const rates = rounds.map((r) => (r.events / r.ms) * 1000);
         for (const r of rounds) if (r.events < EVENTS) throw new Error(`a read saw ${r.events} of ${EVENTS} events`);

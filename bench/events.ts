@@ -43,7 +43,6 @@
 // Server settings: WEBHOOK_ALLOW_PRIVATE=1 (the receiver is on 127.0.0.1), RATE_LIMIT=off.
 // On a PostgreSQL server with autovacuum off, VACUUM ANALYZE runs before each measured run, as
 // autovacuum would (the dead rows of one run's deliveries otherwise slow the next).
-import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir, totalmem } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -52,17 +51,13 @@ import Database from 'better-sqlite3';
 import pg from 'pg';
 import { type FeedResult, type PaceResult, role } from './event-load.js';
 import { pagesScenario } from './event-pages.js';
-import { loadAverage, rss, sleep } from './kit/process.js';
-import { type Server, onBenchPostgres, start } from './kit/server.js';
-import { fmt, int, median, percentile } from './kit/stats.js';
-import { type WrkResult, wrk as wrkFor } from './kit/wrk.js';
+import { exitOnSignal, loadAverage, rss, sleep } from './kit/process.js';
+import { type Server, cli as run, mintToken, onBenchPostgres, start, startService as serve } from './kit/server.js';
+import { fmt, int, percentile } from './kit/stats.js';
+import { DURATION, type WrkResult, combine, wrk } from './kit/wrk.js';
 
 const THIS = fileURLToPath(import.meta.url);
-const BIN = fileURLToPath(new URL('../bin/plant-store.js', import.meta.url));
 export const RECEIVER = fileURLToPath(new URL('./receiver.mjs', import.meta.url));
-const DURATION = Number(process.env.BENCH_DURATION ?? 10);
-/** wrk -t1 -c50 pinned to core 1, as bench.ts runs it (bench/kit/wrk.ts). */
-export const wrk = (url: string, lua: string, seconds = DURATION): Promise<WrkResult> => wrkFor(url, lua, seconds);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const RATE = Number(process.env.BENCH_EVENTS_RATE ?? 1000);
 /** Seconds of the same paced load before the measured ones. */
@@ -76,21 +71,10 @@ const WARM_UP = 3; // seconds of unrecorded load after a server starts
 const DRAIN_MS = 120_000; // the longest wait for a run's deliveries to reach the receiver
 const SKIP = new Set((process.env.BENCH_SKIP ?? '').split(',').filter(Boolean));
 
-const SERVER_ENV = { PORT: '0', RATE_LIMIT: 'off', WEBHOOK_ALLOW_PRIVATE: '1' };
+/** The service pinned to core 0; WEBHOOK_ALLOW_PRIVATE=1, the receiver being on 127.0.0.1. */
 const startService = (dir: string, env: NodeJS.ProcessEnv): Promise<Server> =>
-  start(dir, [BIN, 'serve'], { ...SERVER_ENV, ...env }, '0', /Server listening at http:\/\/127\.0\.0\.1:(\d+)/);
-
-const cli = (args: string[], env: NodeJS.ProcessEnv): string =>
-  execFileSync(process.execPath, [BIN, ...args], {
-    env: { ...process.env, WEBHOOK_ALLOW_PRIVATE: '1', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'], // its messages on stderr are in the error when it fails
-    encoding: 'utf8',
-    maxBuffer: 1 << 30,
-  });
-
-const mintToken = (env: NodeJS.ProcessEnv, subject: string, scopes: string): string =>
-  (JSON.parse(cli(['token', 'create', '--subject', subject, '--scopes', scopes, '--json'], env)) as { token: string })
-    .token;
+  serve(dir, { RATE_LIMIT: 'off', WEBHOOK_ALLOW_PRIVATE: '1', ...env }, { cores: '0' });
+const cli = (args: string[], env: NodeJS.ProcessEnv): string => run(args, { WEBHOOK_ALLOW_PRIVATE: '1', ...env });
 
 /**
  * Many tokens at once, in this process through the service's own TokenService (what `token create`
@@ -193,8 +177,8 @@ export async function eventScenarios(engine: string, env: NodeJS.ProcessEnv): Pr
   };
   try {
     cli(['migrate'], env);
-    const token = mintToken(env, 'bench', 'plants:read,plants:write');
-    const receiver = track(await start(dir, [RECEIVER], { PORT: '0' }, '1', /listening (\d+)/));
+    const token = mintToken(env);
+    const receiver = track(await start(dir, [RECEIVER], { env: { PORT: '0' }, cores: '1', ready: /listening (\d+)/ }));
     const hook = `${receiver.url}/hook`;
 
     if (!SKIP.has('events-backlog')) await backlog();
@@ -297,12 +281,6 @@ export async function eventScenarios(engine: string, env: NodeJS.ProcessEnv): Pr
             `${caughtUp}; ${settled.unique} plants delivered, ${settled.count - settled.unique} repeats`,
         );
       }
-      const combine = (r: WrkResult[]): WrkResult => ({
-        requests: r.reduce((sum, x) => sum + x.requests, 0),
-        rps: median(r.map((x) => x.rps)),
-        p50: median(r.map((x) => x.p50)),
-        p99: median(r.map((x) => x.p99)),
-      });
       const [hooked, none] = [combine(results.hook), combine(results.none)];
       row('POST /plants, 1 webhook (bare columns: no webhook; target ratio ≥ 0.85)', [
         int(hooked.rps),
@@ -449,7 +427,6 @@ export async function eventScenarios(engine: string, env: NodeJS.ProcessEnv): Pr
   return { rows, notes };
 }
 
-/** The events' created_at (ms) of the plants with ids from..to, by plant id, read from the database. */
 /**
  * On a PostgreSQL server with autovacuum off (as on the machines these numbers come from), what
  * autovacuum would do between two scenarios: without it the dead rows of the deliveries of one
@@ -471,6 +448,7 @@ export async function vacuumIfNoAutovacuum(env: NodeJS.ProcessEnv): Promise<bool
   }
 }
 
+/** The events' created_at (ms) of the plants with ids from..to, by plant id, read from the database. */
 async function createdAt(env: NodeJS.ProcessEnv, from: string, to: string): Promise<Map<string, number>> {
   const url = env.DATABASE_URL!;
   const sql = "SELECT plant_id, created_at FROM events WHERE type = 'plant.created' AND plant_id BETWEEN";
@@ -500,7 +478,7 @@ async function createdAt(env: NodeJS.ProcessEnv, from: string, to: string): Prom
 }
 
 async function main(): Promise<void> {
-  for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => process.exit(130));
+  exitOnSignal();
   const started = new Date();
   const results: EventResults[] = [];
   const dir = mkdtempSync(join(tmpdir(), 'plant-store-bench-events-db-'));

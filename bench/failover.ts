@@ -22,17 +22,15 @@
 // The load is plain HTTP/1.1 from this process (undici's Pool, a fixed number of connections each
 // with one request in flight); no pinning: the machine has 2 cores and everything shares them.
 // Every run is bounded in time; whatever this process started is stopped on the way out.
-import { type ChildProcess, execFile, spawn } from 'node:child_process';
-import { once } from 'node:events';
-import { closeSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 import { Pool } from 'undici';
 import { type Cluster, type SynchronousMode, startCluster } from '../test/failover/cluster.js';
+import { exitAfter, liveDirs, log, sleep, until } from './kit/process.js';
+import { type Server as Service, mintTokenAsync, startService as serve } from './kit/server.js';
+import { fmt, int, median, ms, percentile } from './kit/stats.js';
 
-const BIN = fileURLToPath(new URL('../bin/plant-store.js', import.meta.url));
 const SCENARIOS = ['throughput', 'async-loss', 'path-cost', 'timeline'] as const;
 type Scenario = (typeof SCENARIOS)[number];
 const CONNECTIONS = 32;
@@ -41,80 +39,28 @@ const PATRONI = { ttl: 10, loopWait: 1, retryTimeout: 4 } as const;
 /** The whole harness's limit: past it, everything is killed and the process exits. */
 const DEADLINE_MS = 40 * 60_000;
 
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 const dir = mkdtempSync(join(tmpdir(), 'plant-store-failover-bench-'));
-const log = (line: string) => console.error(`[${new Date().toISOString().slice(11, 19)}] ${line}`);
+liveDirs.add(dir);
 const out = (line = '') => console.log(line);
+exitAfter(DEADLINE_MS);
 
-// Services this process started, killed by pid on the way out (cluster.ts does the same for its clusters).
-const children = new Set<ChildProcess>();
-process.once('exit', () => {
-  for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-  rmSync(dir, { recursive: true, force: true });
-});
-setTimeout(() => {
-  log(`the harness ran past ${DEADLINE_MS / 60_000} min: stopping everything`);
-  process.exit(2);
-}, DEADLINE_MS).unref();
-
-interface Service {
-  readonly url: string;
-  readonly logFile: string;
-  stop(): Promise<void>;
-}
-
-/** `plant-store serve` from dist/, its log in a file (as bench.ts: a pipe would cost this process CPU). */
-async function startService(env: NodeJS.ProcessEnv, name: string): Promise<Service> {
-  const logFile = join(dir, `${name}-${Date.now()}.log`);
-  const fd = openSync(logFile, 'w');
-  const child = spawn(process.execPath, [BIN, 'serve'], {
-    env: {
-      ...process.env,
-      PORT: '0',
+/** `plant-store serve` from dist/, unpinned, its stdout and stderr in `<dir>/<name>-<time>.log`. */
+const startService = (env: NodeJS.ProcessEnv, name: string): Promise<Service> =>
+  serve(
+    dir,
+    {
       HOST: '127.0.0.1',
       RATE_LIMIT: 'off',
       MAX_EVENT_LOOP_DELAY: 'off', // a busy shared machine must not turn into 503s of the overload guard
       SHUTDOWN_GRACE: '4s',
       ...env,
     },
-    stdio: ['ignore', fd, fd],
-  });
-  closeSync(fd);
-  children.add(child);
-  child.once('exit', () => children.delete(child));
-  const deadline = Date.now() + 60_000;
-  for (;;) {
-    await sleep(50);
-    const text = readFileSync(logFile, 'utf8');
-    const m = /Server listening at (http:\/\/127\.0\.0\.1:\d+)/.exec(text);
-    if (m)
-      return {
-        url: m[1]!,
-        logFile,
-        stop: async () => {
-          if (child.exitCode !== null || child.signalCode !== null) return;
-          const exited = once(child, 'exit');
-          child.kill('SIGTERM');
-          const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);
-          await exited;
-          clearTimeout(timer);
-        },
-      };
-    if (child.exitCode !== null || Date.now() > deadline) {
-      child.kill('SIGKILL');
-      throw new Error(`the service did not start: ${text.slice(-2000)}`);
-    }
-  }
-}
-
-async function mintToken(databaseUrl: string): Promise<string> {
-  const { stdout } = await promisify(execFile)(
-    process.execPath,
-    [BIN, 'token', 'create', '--subject', 'bench', '--scopes', 'plants:read,plants:write'],
-    { env: { ...process.env, DATABASE_URL: databaseUrl }, timeout: 60_000, encoding: 'utf8' },
+    { log: join(dir, `${name}-${Date.now()}.log`), stderrToLog: true },
   );
-  return stdout.trim();
-}
+
+/** A token of plants:read,plants:write from `token create` on `databaseUrl`, bounded to 60 s. */
+const mintToken = (databaseUrl: string): Promise<string> =>
+  mintTokenAsync({ DATABASE_URL: databaseUrl }, 'bench', 'plants:read,plants:write', { timeoutMs: 60_000 });
 
 // ---------------------------------------------------------------------------------------------
 // Load at a fixed concurrency.
@@ -137,9 +83,6 @@ interface Run {
   /** The 2xx answers' indexes (what next(i) was asked for), for a DELETE run after a POST run. */
   ok: number[];
 }
-
-const percentile = (sorted: Float64Array, p: number) =>
-  sorted.length ? sorted[Math.min(sorted.length - 1, Math.ceil(p * sorted.length) - 1)]! : NaN;
 
 /** `connections` clients, one request in flight each, for `seconds` or until next() answers undefined. */
 async function drive(
@@ -193,15 +136,14 @@ async function drive(
   await Promise.all(Array.from({ length: connections }, worker));
   await pool.close();
   const elapsed = (lastAnswer - started) / 1000;
-  const sorted = Float64Array.from(latencies).sort();
   return {
     requests: latencies.length,
     failed,
     statuses,
     seconds: elapsed,
     rps: latencies.length / elapsed,
-    p50: percentile(sorted, 0.5),
-    p99: percentile(sorted, 0.99),
+    p50: percentile(latencies, 50),
+    p99: percentile(latencies, 99),
     ok,
   };
 }
@@ -215,16 +157,8 @@ const deletes =
     i < ids.length ? { method: 'DELETE', path: `/plants/${ids[i]}` } : undefined;
 const gets = (): Request => ({ method: 'GET', path: '/plants?limit=10' });
 
-const fmt = (n: number, digits = 0) =>
-  n.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
 const runCells = (r: Run) =>
-  `${fmt(r.rps)} | ${r.p50.toFixed(2)} | ${r.p99.toFixed(2)} | ${fmt(r.requests)}${r.failed ? ` (${r.failed} failed: ${JSON.stringify(r.statuses)})` : ''}`;
-const median = (values: number[]) => {
-  const s = [...values].sort((a, b) => a - b);
-  const m = Math.floor(s.length / 2);
-  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
-};
-const ms = (n: number) => `${fmt(n)} ms`;
+  `${int(r.rps)} | ${r.p50.toFixed(2)} | ${r.p99.toFixed(2)} | ${int(r.requests)}${r.failed ? ` (${r.failed} failed: ${JSON.stringify(r.statuses)})` : ''}`;
 
 async function newCluster(synchronous: SynchronousMode, haproxy: boolean): Promise<Cluster> {
   const started = Date.now();
@@ -314,12 +248,12 @@ async function throughput(): Promise<void> {
     for (const mode of ['on', 'off'] as const) {
       const r = results[mode];
       out(
-        `- ${mode}: median POST ${fmt(median(r.post.map((x) => x.rps)))} req/s p99 ${median(r.post.map((x) => x.p99)).toFixed(2)} ms; DELETE ${fmt(median(r.del.map((x) => x.rps)))} req/s p99 ${median(r.del.map((x) => x.p99)).toFixed(2)} ms; WAL per create ${r.walPerCreate.map((b) => fmt(b)).join(', ')} bytes`,
+        `- ${mode}: median POST ${int(median(r.post.map((x) => x.rps)))} req/s p99 ${median(r.post.map((x) => x.p99)).toFixed(2)} ms; DELETE ${int(median(r.del.map((x) => x.rps)))} req/s p99 ${median(r.del.map((x) => x.p99)).toFixed(2)} ms; WAL per create ${r.walPerCreate.map((b) => int(b)).join(', ')} bytes`,
       );
     }
     const perCreate = median([...results.on.walPerCreate, ...results.off.walPerCreate]);
     out(
-      `- maximum_lag_on_failover 1 MB (1,048,576 bytes) ≈ ${fmt(1_048_576 / perCreate)} creates at ${fmt(perCreate)} bytes of WAL each`,
+      `- maximum_lag_on_failover 1 MB (1,048,576 bytes) ≈ ${int(1_048_576 / perCreate)} creates at ${int(perCreate)} bytes of WAL each`,
     );
   } finally {
     await service?.stop();
@@ -561,14 +495,6 @@ class LagSampler {
   }
 }
 
-async function until(check: () => boolean, ms: number, what: string): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`${what}: not within ${ms} ms`);
-    await sleep(50);
-  }
-}
-
 /** One fresh cluster, the service on the multi-host URL, 8 writers, the primary killed; what was lost. */
 async function lossRun(synchronous: SynchronousMode, run: number, stallMs = 0): Promise<string> {
   const cluster = await newCluster(synchronous, false);
@@ -613,10 +539,10 @@ async function lossRun(synchronous: SynchronousMode, run: number, stallMs = 0): 
     const statuses: Record<string, number> = {};
     for (const f of failures) statuses[f.status] = (statuses[f.status] ?? 0) + 1;
     const line =
-      `| ${synchronous} | ${stallMs ? `${fmt(stallMs / 1000, 1)} s` : 'no'} | ${run} | ${fmt(loss.createsLost.length)} of ${fmt(loss.createsChecked)}` +
-      `${lostAges.length ? ` (acknowledged ${fmt(Math.min(...lostAges))}–${fmt(Math.max(...lostAges))} ms before the kill)` : ''}` +
-      ` | ${fmt(loss.deletesUndone.length)} of ${fmt(loss.deletesChecked)} | ${fmt(loss.eventsMissing)} missing, ${fmt(loss.eventsChanged)} changed, of ${fmt(loss.eventsChecked)}` +
-      ` | ${fmt(lagged.medianFlush)} / ${fmt(lagged.maxFlush)} / ${fmt(lagged.last?.flush ?? NaN)} (${lagged.count})` +
+      `| ${synchronous} | ${stallMs ? `${(stallMs / 1000).toFixed(1)} s` : 'no'} | ${run} | ${int(loss.createsLost.length)} of ${int(loss.createsChecked)}` +
+      `${lostAges.length ? ` (acknowledged ${int(Math.min(...lostAges))}–${int(Math.max(...lostAges))} ms before the kill)` : ''}` +
+      ` | ${int(loss.deletesUndone.length)} of ${int(loss.deletesChecked)} | ${int(loss.eventsMissing)} missing, ${int(loss.eventsChanged)} changed, of ${int(loss.eventsChecked)}` +
+      ` | ${int(lagged.medianFlush)} / ${int(lagged.maxFlush)} / ${int(lagged.last?.flush ?? NaN)} (${lagged.count})` +
       ` | ${ms(leaderAt - killedAt)} | ${ms(firstWrite - killedAt)} | ${failures.length} ${JSON.stringify(statuses)} |`;
     log(`${line}  new leader ${leader.name}\n${cluster.formatTimeline('kill')}`);
     const early = load.outcomes.filter((o) => o.started > killedAt && o.status === 200 && o.at < leaderAt);
@@ -706,23 +632,23 @@ async function pathCost(): Promise<void> {
       '| DATABASE_URL | GET req/s median (min–max) | GET p99 median (min–max) | POST req/s median (min–max) | POST p99 median (min–max) |',
     );
     out('| --- | --- | --- | --- | --- |');
-    const span = (values: number[], digits: number) =>
-      `${fmt(median(values), digits)} (${fmt(Math.min(...values), digits)}–${fmt(Math.max(...values), digits)})`;
+    const span = (values: number[], show: (n: number) => string) =>
+      `${show(median(values))} (${show(Math.min(...values))}–${show(Math.max(...values))})`;
     for (const [name] of variants) {
       const r = results.get(name)!;
       out(
         `| ${name} | ${span(
           r.get.map((x) => x.rps),
-          0,
+          int,
         )} | ${span(
           r.get.map((x) => x.p99),
-          2,
+          fmt,
         )} | ${span(
           r.post.map((x) => x.rps),
-          0,
+          int,
         )} | ${span(
           r.post.map((x) => x.p99),
-          2,
+          fmt,
         )} |`,
       );
     }
@@ -777,7 +703,7 @@ async function timeline(): Promise<void> {
       await sleep(2000);
       const loss = await lossAfter(cluster, load, seenBefore, killedAt, services[0]!.service, token);
       failovers.push(
-        `| ${cycle} | ${ms(leaderAt - killedAt)} | ${ms(haproxyAt - killedAt)} | ${ms(first[0]!)} | ${ms(first[1]!)} | ${failed} | ${loss.createsLost.length} of ${fmt(loss.createsChecked)}, ${loss.deletesUndone.length} of ${fmt(loss.deletesChecked)}, ${loss.eventsMissing + loss.eventsChanged} of ${fmt(loss.eventsChecked)} |`,
+        `| ${cycle} | ${ms(leaderAt - killedAt)} | ${ms(haproxyAt - killedAt)} | ${ms(first[0]!)} | ${ms(first[1]!)} | ${failed} | ${loss.createsLost.length} of ${int(loss.createsChecked)}, ${loss.deletesUndone.length} of ${int(loss.deletesChecked)}, ${loss.eventsMissing + loss.eventsChanged} of ${int(loss.eventsChecked)} |`,
       );
       log(failovers.at(-1)!);
       log(`\n${cluster.formatTimeline('kill')}`);
@@ -798,7 +724,7 @@ async function timeline(): Promise<void> {
       const slowest = Math.max(...during.map((o) => o.at - o.started));
       const failedSwitch = load.failures(requested, switchedAt + 3000).length;
       switchovers.push(
-        `| ${cycle} | ${ms(switchedAt - requested)} | ${ms(haproxySwitchedAt - requested)} | ${failedSwitch} of ${fmt(during.length)} | ${ms(slowest)} | ${ms(rejoined)} |`,
+        `| ${cycle} | ${ms(switchedAt - requested)} | ${ms(haproxySwitchedAt - requested)} | ${failedSwitch} of ${int(during.length)} | ${ms(slowest)} | ${ms(rejoined)} |`,
       );
       log(switchovers.at(-1)!);
     }
@@ -818,14 +744,14 @@ async function timeline(): Promise<void> {
     out('| --- | --- | --- | --- | --- | --- |');
     for (const line of switchovers) out(line);
     out(
-      `- ${fmt(load.created.size)} creates and ${fmt(load.deleted.size)} deletes acknowledged in all; statuses other than 2xx: ${JSON.stringify(
+      `- ${int(load.created.size)} creates and ${int(load.deleted.size)} deletes acknowledged in all; statuses other than 2xx: ${JSON.stringify(
         load
           .failures(0)
           .reduce<Record<string, number>>((acc, o) => ((acc[o.status] = (acc[o.status] ?? 0) + 1), acc), {}),
       )}`,
     );
     for (const { name, service } of services) {
-      const moves = readFileSync(service.logFile, 'utf8')
+      const moves = readFileSync(service.log, 'utf8')
         .split('\n')
         .filter((l) => l.includes('database: writing to')).length;
       out(`- ${name}: ${moves} 'database: writing to …' lines`);

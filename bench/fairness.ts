@@ -43,9 +43,9 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import Database from 'better-sqlite3';
 import pg from 'pg';
-import { loadAverage, sleep } from './kit/process.js';
-import { type Server, start } from './kit/server.js';
-import { percentile } from './kit/stats.js';
+import { exitOnSignal, loadAverage, sleep } from './kit/process.js';
+import { type Server, cli, mintToken, startService } from './kit/server.js';
+import { int, percentile } from './kit/stats.js';
 
 const THIS = fileURLToPath(import.meta.url);
 const HERE = fileURLToPath(new URL('..', import.meta.url));
@@ -86,7 +86,7 @@ export function row(r: FairnessResult, variant: string): string {
     ms(percentile(r.latencies, 99)),
     ms(Math.max(...r.latencies)),
     `${r.arrived} / ${r.sent}`,
-    Number.isFinite(r.rate) ? `${Math.round(r.rate).toLocaleString('en-US')}/s` : `— (${r.burstArrived} arrived)`,
+    Number.isFinite(r.rate) ? `${int(r.rate)}/s` : `— (${r.burstArrived} arrived)`,
     r.burstAllMs === undefined
       ? `not all in ${BURST_CAP_MS / 1000} s (${r.burstArrived} / ${r.burstSent})`
       : `${(r.burstAllMs / 1000).toFixed(2)} s`,
@@ -162,16 +162,6 @@ async function hangingReceiver(ports: number) {
   };
 }
 
-function cli(bin: string, args: string[], env: NodeJS.ProcessEnv): string {
-  const run = spawnSync(process.execPath, [bin, ...args], {
-    env: { ...process.env, ...env },
-    encoding: 'utf8',
-    timeout: 60_000,
-  });
-  if (run.status !== 0) throw new Error(`plant-store ${args.join(' ')} failed (${run.status}): ${run.stderr}`);
-  return run.stdout;
-}
-
 /** A fresh PostgreSQL database for the run; dropped by the answer's drop(). */
 async function freshPostgres(): Promise<{ url: string; drop: () => Promise<void> }> {
   const admin = process.env.BENCH_PG_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
@@ -245,24 +235,17 @@ export async function fairness(o: FairnessOptions): Promise<FairnessResult> {
   const stops: Array<() => Promise<void>> = [];
   let mLoad: NodeJS.Timeout | undefined;
   try {
-    cli(bin, ['migrate'], env);
-    const token = (subject: string): string =>
-      (
-        JSON.parse(cli(bin, ['token', 'create', '--subject', subject, '--scopes', SCOPES, '--json'], env)) as {
-          token: string;
-        }
-      ).token;
+    cli(['migrate'], env, { bin, timeoutMs: 60_000 });
+    const token = (subject: string): string => mintToken(env, subject, SCOPES, { bin, timeoutMs: 60_000 });
     const [mToken, aToken] = [token('mallory'), token('alice')];
     const healthy = await healthyReceiver();
     stops.push(healthy.stop);
     const hanging = await hangingReceiver(o.hanging);
     stops.push(hanging.stop);
-    const server: Server = await start(
+    const server: Server = await startService(
       dir,
-      [bin, 'serve'],
-      { ...env, PORT: '0', RATE_LIMIT: 'off', WEBHOOK_ALLOW_PRIVATE: '1' },
-      '0',
-      /Server listening at http:\/\/127\.0\.0\.1:(\d+)/,
+      { ...env, RATE_LIMIT: 'off', WEBHOOK_ALLOW_PRIVATE: '1' },
+      { bin, cores: '0' },
     );
     stops.unshift(() => server.stop());
 
@@ -452,6 +435,6 @@ export async function main(argv: string[]): Promise<void> {
 }
 
 if (process.argv[1] !== undefined && resolve(process.argv[1]) === THIS) {
-  for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => process.exit(130));
+  exitOnSignal();
   await main(process.argv.slice(2));
 }

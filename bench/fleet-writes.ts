@@ -52,22 +52,32 @@
 // whole harness too, and whatever it started (the service, the PostgreSQL servers, pgbench) is
 // stopped by its pid on the way out, also on an error or a signal. Any answer other than 200 fails
 // the run: a broken service prints no numbers.
-import { execFile, execFileSync, spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { type ClientRequest, type IncomingMessage, createServer, get } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { cpus, tmpdir, totalmem } from 'node:os';
 import { join, resolve } from 'node:path';
-import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
-import { parseArgs, promisify } from 'node:util';
+import { parseArgs } from 'node:util';
 import { once } from 'node:events';
 import pg from 'pg';
 import { Pool, request } from 'undici';
 import { type ReplicaPair, type Server as PgServer, startReplicaPair } from '../test/failover/replica-pair.js';
-import { children, liveDirs, livePairs, loadAverage } from './kit/process.js';
-import { type Server, start } from './kit/server.js';
-import { percentile } from './kit/stats.js';
+import {
+  children,
+  exitAfter,
+  exitOnSignal,
+  liveDirs,
+  livePairs,
+  loadAverage,
+  log,
+  now,
+  sleep,
+  until,
+} from './kit/process.js';
+import { type Server, cliAsync, mintTokenAsync, startService } from './kit/server.js';
+import { fmt, int, mean, percentile } from './kit/stats.js';
 
 const THIS = fileURLToPath(import.meta.url);
 const CHECKOUT = process.env.BENCH_FLEET_CHECKOUT
@@ -85,24 +95,11 @@ const EVENT_ORDER_LOCK = 7_316_002;
 /** The service's LISTEN/NOTIFY channel (src/store/postgres/statements.ts). */
 const EVENT_CHANNEL = 'plant_store_events';
 
-const run = promisify(execFile);
-const sleep = (ms: number) => new Promise<void>((done) => setTimeout(done, ms));
-const now = () => performance.now();
-const log = (line: string) => console.error(`[${new Date().toISOString().slice(11, 19)}] ${line}`);
-const int = (n: number) => (Number.isFinite(n) ? Math.round(n).toLocaleString('en-US') : '—');
-const ms1 = (n: number) => (Number.isFinite(n) ? n.toFixed(1) : '—');
-const mean = (values: number[]) => values.reduce((a, b) => a + b, 0) / values.length;
+/** The checkout's CLI, bounded in time. */
+const CLI = { bin: BIN, timeoutMs: 120_000 };
 
 // ---------------------------------------------------------------------------------------------
 // The pair: synchronous, its standby applying each commit `delayMs` late.
-
-async function waitFor(what: string, ms: number, ready: () => Promise<boolean>): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!(await ready().catch(() => false))) {
-    if (Date.now() > deadline) throw new Error(`gave up after ${ms} ms waiting for ${what}`);
-    await sleep(100);
-  }
-}
 
 export async function startPair(delayMs: number): Promise<ReplicaPair> {
   const pair = await startReplicaPair({ synchronous: true });
@@ -122,13 +119,18 @@ export async function startPair(delayMs: number): Promise<ReplicaPair> {
   await pair.stop(primary, 'fast');
   await pair.restart(primary);
   await pair.restart(standby);
-  await waitFor('the standby to be synchronous', 60_000, async () => {
-    const { rows } = await pair.sql(
-      primary,
-      `SELECT count(*)::int AS n FROM pg_stat_replication WHERE application_name = '${STANDBY_NAME}' AND sync_state = 'sync'`,
-    );
-    return (rows[0] as { n: number }).n === 1;
-  });
+  await until(
+    async () => {
+      const { rows } = await pair.sql(
+        primary,
+        `SELECT count(*)::int AS n FROM pg_stat_replication WHERE application_name = '${STANDBY_NAME}' AND sync_state = 'sync'`,
+      );
+      return (rows[0] as { n: number }).n === 1;
+    },
+    60_000,
+    'the standby to be synchronous',
+    100,
+  );
   await pair.sql(primary, 'CREATE EXTENSION pg_stat_statements');
   return pair;
 }
@@ -212,15 +214,6 @@ function label(query: string): string {
 
 const DISPATCHER = /^dispatcher: /;
 const CREATE_BATCH = 'create batch (insertBatch)';
-
-async function cli(databaseUrl: string, args: string[]): Promise<string> {
-  const { stdout } = await run(process.execPath, [BIN, ...args], {
-    env: { ...process.env, DATABASE_URL: databaseUrl },
-    timeout: 120_000,
-    encoding: 'utf8',
-  });
-  return stdout;
-}
 
 /** One writer per connection, one request in flight each, ids from the shared counter, until stop(). */
 function writers(url: string, token: string, n: number, ids: { next: number }) {
@@ -311,36 +304,25 @@ async function oneRun(
   listener.on('notification', () => (wakes += 1));
   await listener.query(`LISTEN ${EVENT_CHANNEL}`);
   try {
-    await cli(databaseUrl, ['migrate']);
-    const token = (
-      JSON.parse(
-        await cli(databaseUrl, [
-          'token',
-          'create',
-          '--subject',
-          'bench',
-          '--scopes',
-          webhook ? 'plants:read,plants:write,plants:admin,webhooks:write' : 'plants:read,plants:write',
-          '--json',
-        ]),
-      ) as { token: string }
-    ).token;
+    await cliAsync(['migrate'], { DATABASE_URL: databaseUrl }, CLI);
+    const token = await mintTokenAsync(
+      { DATABASE_URL: databaseUrl },
+      'bench',
+      webhook ? 'plants:read,plants:write,plants:admin,webhooks:write' : 'plants:read,plants:write',
+      CLI,
+    );
     for (let i = 0; i < instances; i++)
       services.push(
-        await start(
+        await startService(
           dir,
-          [BIN, 'serve'],
           {
             DATABASE_URL: databaseUrl,
-            PORT: '0',
             HOST: '127.0.0.1',
             RATE_LIMIT: 'off',
             MAX_EVENT_LOOP_DELAY: 'off',
             ...(webhook ? { WEBHOOK_ALLOW_PRIVATE: '1' } : {}),
           },
-          `0-${cpus().length - 1}`,
-          /Server listening at http:\/\/127\.0\.0\.1:(\d+)/,
-          120_000,
+          { bin: BIN, cores: `0-${cpus().length - 1}`, timeoutMs: 120_000 },
         ),
       );
     for (const service of services) for (let i = 0; i < streamsEach; i++) feeds.push(stream(service.port, token));
@@ -560,7 +542,7 @@ function runRow(r: RunResult): string {
       .reduce((sum, s) => sum + s.calls, 0);
   const dispatcher = ['fan-out', 'claim', 'next due'].map((n) => int(calls(`dispatcher: ${n}`))).join(' / ');
   const delivered = r.delivered > 0 ? ` | ${int(r.delivered / r.seconds)}` : '';
-  return `| ${r.index} | ${config(r)} | ${r.load.split(' ')[0]} | ${int(r.creates / r.seconds)} | ${ms1(r.p50)} / ${ms1(r.p99)} | ${int(r.batches / r.seconds)} (${(r.events / r.batches).toFixed(1)}) | ${int(calls(CREATE_BATCH) / r.seconds)} | ${int(r.commits / r.seconds)} | ${int(r.wakes / r.seconds)} (${(r.wakes / r.batches).toFixed(2)}) | ${dispatcher} (${int(calls(DISPATCHER))})${delivered} |`;
+  return `| ${r.index} | ${config(r)} | ${r.load.split(' ')[0]} | ${int(r.creates / r.seconds)} | ${fmt(r.p50, 1)} / ${fmt(r.p99, 1)} | ${int(r.batches / r.seconds)} (${(r.events / r.batches).toFixed(1)}) | ${int(calls(CREATE_BATCH) / r.seconds)} | ${int(r.commits / r.seconds)} | ${int(r.wakes / r.seconds)} (${(r.wakes / r.batches).toFixed(2)}) | ${dispatcher} (${int(calls(DISPATCHER))})${delivered} |`;
 }
 
 export async function main(argv: string[]): Promise<void> {
@@ -592,10 +574,7 @@ export async function main(argv: string[]): Promise<void> {
   // The whole harness's bound: past it everything is stopped and the process exits 2.
   const deadlineMs =
     (rounds * 2 * (seconds + 60) + (values.pgbench ? GATES.length * 2 * (pgbenchSeconds + 20) : 0) + 300) * 1000;
-  setTimeout(() => {
-    log(`the harness ran past ${Math.round(deadlineMs / 60_000)} min: stopping everything`);
-    process.exit(2);
-  }, deadlineMs).unref();
+  exitAfter(deadlineMs);
 
   const dir = mkdtempSync(join(tmpdir(), 'plant-store-fleet-writes-'));
   liveDirs.add(dir);
@@ -622,7 +601,7 @@ export async function main(argv: string[]): Promise<void> {
     );
     const latencyBefore = await commitLatency(pair.primary);
     log(
-      `one-row commit: ${latencyBefore.map((l) => `${l.mode} p50 ${ms1(l.p50)} ms, p99 ${ms1(l.p99)} ms`).join('; ')}`,
+      `one-row commit: ${latencyBefore.map((l) => `${l.mode} p50 ${fmt(l.p50, 1)} ms, p99 ${fmt(l.p99, 1)} ms`).join('; ')}`,
     );
 
     const ids = { next: 1 };
@@ -640,7 +619,7 @@ export async function main(argv: string[]): Promise<void> {
       }
     const latencyAfter = await commitLatency(pair.primary);
     log(
-      `one-row commit after the runs: ${latencyAfter.map((l) => `${l.mode} p50 ${ms1(l.p50)} ms, p99 ${ms1(l.p99)} ms`).join('; ')}`,
+      `one-row commit after the runs: ${latencyAfter.map((l) => `${l.mode} p50 ${fmt(l.p50, 1)} ms, p99 ${fmt(l.p99, 1)} ms`).join('; ')}`,
     );
     const pgbench = values.pgbench ? await pgbenchCeiling(pair, stats, dir, pgbenchSeconds) : [];
 
@@ -653,7 +632,7 @@ export async function main(argv: string[]): Promise<void> {
       `PostgreSQL 15 primary (synchronous_commit = remote_apply, synchronous_standby_names = ${STANDBY_NAME}) and standby (recovery_min_apply_delay = ${delayMs}ms); ${seconds} s per run after ${WARM_UP_MS / 1000} s of warm-up; ${totalWriters} writers in all${streamsEach > 0 ? `; ${streamsEach} change-feed readers per instance` : ''}`,
     );
     console.log(
-      `one-row INSERT, its own commit, one connection (p50 / p99 ms): before the runs ${latencyBefore.map((l) => `${l.mode} ${ms1(l.p50)} / ${ms1(l.p99)}`).join(', ')}; after ${latencyAfter.map((l) => `${l.mode} ${ms1(l.p50)} / ${ms1(l.p99)}`).join(', ')}\n`,
+      `one-row INSERT, its own commit, one connection (p50 / p99 ms): before the runs ${latencyBefore.map((l) => `${l.mode} ${fmt(l.p50, 1)} / ${fmt(l.p99, 1)}`).join(', ')}; after ${latencyAfter.map((l) => `${l.mode} ${fmt(l.p50, 1)} / ${fmt(l.p99, 1)}`).join(', ')}\n`,
     );
     console.log(
       `| run | configuration | load (1 min) at the start | creates/s | p50 / p99 per create (ms) | batches/s (rows each) | create statements/s | commits/s (xact_commit) | wakes/s (per batch) | dispatcher statements: fan-out / claim / next due (all) |${webhook ? ' deliveries/s |' : ''}`,
@@ -673,9 +652,9 @@ export async function main(argv: string[]): Promise<void> {
     console.log('|---|---|---|---|---|');
     console.log(
       `| ${one.map(int).join(' / ')} | ${two.map(int).join(' / ')} | ${(mean(two) / mean(one)).toFixed(2)} | ${of(1)
-        .map((r) => ms1(r.p99))
+        .map((r) => fmt(r.p99, 1))
         .join(' / ')} → ${of(2)
-        .map((r) => ms1(r.p99))
+        .map((r) => fmt(r.p99, 1))
         .join(' / ')} | ${batches(of(1))} → ${batches(of(2))} |`,
     );
 
@@ -685,7 +664,7 @@ export async function main(argv: string[]): Promise<void> {
     for (const r of results) {
       const often = r.statements.filter((s) => s.calls >= r.seconds);
       console.log(
-        `- run ${r.index} (${config(r)}): ${often.map((s) => `${s.label} ${int(s.calls)} (${ms1(s.meanMs)} ms)`).join('; ')}`,
+        `- run ${r.index} (${config(r)}): ${often.map((s) => `${s.label} ${int(s.calls)} (${fmt(s.meanMs, 1)} ms)`).join('; ')}`,
       );
     }
     if (pgbench.length > 0) {
@@ -712,7 +691,7 @@ export async function main(argv: string[]): Promise<void> {
 }
 
 if (process.argv[1] !== undefined && resolve(process.argv[1]) === THIS) {
-  for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => process.exit(130));
+  exitOnSignal();
   main(process.argv.slice(2)).then(
     () => process.exit(0),
     (error: unknown) => {

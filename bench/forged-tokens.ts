@@ -8,16 +8,12 @@
 // and latency (median, p99, max) during the flood and alone before it. The service is the built
 // one (`npm run build` first), pinned to core 0; this process, the load, runs beside it.
 import { loadavg } from 'node:os';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { Pool } from 'undici';
 import { mintToken } from '../src/auth/token.js';
-import { median, percentile } from './kit/stats.js';
+import { arg, sleep } from './kit/process.js';
 import { type Engine, createRunDb, mint, serve } from './kit/scale.js';
+import { median, percentile } from './kit/stats.js';
 
-const arg = (name: string, fallback: string): string => {
-  const at = process.argv.indexOf(`--${name}`);
-  return at >= 0 ? process.argv[at + 1]! : fallback;
-};
 const engine = arg('engine', 'postgres') as Engine;
 const COUNT = Number(arg('count', '20000'));
 const CONNECTIONS = 16;

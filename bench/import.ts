@@ -1,12 +1,12 @@
 // npm run bench:import [-- <plants>] — times `plant-store import` of generated plants into a fresh
 // SQLite file (and into PostgreSQL when BENCH_DATABASE_URL is set), then a second, idempotent run.
-import { execFileSync, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { BIN, cli } from './kit/server.js';
+import { int } from './kit/stats.js';
 
-const BIN = fileURLToPath(new URL('../bin/plant-store.js', import.meta.url));
 const count = Number(process.argv[2] ?? 1_000_000);
 const dir = mkdtempSync(join(tmpdir(), 'plant-store-bench-import-'));
 
@@ -30,7 +30,7 @@ try {
     if (run.status !== 0) throw new Error(`${label} failed: ${run.stderr}`);
     const summary = run.stderr.trim().split('\n').at(-1);
     console.log(
-      `| ${label} | ${count.toLocaleString('en-US')} | ${seconds.toFixed(1)} s | ${Math.round(count / seconds).toLocaleString('en-US')}/s | ${summary} |`,
+      `| ${label} | ${count.toLocaleString('en-US')} | ${seconds.toFixed(1)} s | ${int(count / seconds)}/s | ${summary} |`,
     );
   };
 
@@ -43,7 +43,7 @@ try {
   time('SQLite, same file again (idempotent)', sqlite);
   if (process.env.BENCH_DATABASE_URL) {
     const url = process.env.BENCH_DATABASE_URL;
-    execFileSync(process.execPath, [BIN, 'migrate'], { env: { ...process.env, DATABASE_URL: url }, stdio: 'ignore' });
+    cli(['migrate'], { DATABASE_URL: url });
     time('PostgreSQL', { DATABASE_URL: url });
     time('PostgreSQL again (idempotent)', { DATABASE_URL: url });
   }

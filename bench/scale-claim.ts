@@ -8,11 +8,11 @@
 // database, every lease released before each series.
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import type { openPostgres as OpenPostgres } from '../src/store/postgres/store.js';
+import type { openSqlite as OpenSqlite } from '../src/store/sqlite/store.js';
+import type { Store } from '../src/store/store.js';
 import { type Engine, createRunDb } from './kit/scale.js';
 import { seedEvents } from './scale-deliveries.js';
-import type { Store } from '../src/store/store.js';
-import type { openSqlite as OpenSqlite } from '../src/store/sqlite/store.js';
-import type { openPostgres as OpenPostgres } from '../src/store/postgres/store.js';
 
 const args = process.argv.slice(2);
 const engineAt = args.indexOf('--engine');

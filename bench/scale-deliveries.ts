@@ -3,9 +3,10 @@
 // of them (failed first), then the rate once the receiver is back and the attempt log it leaves.
 // BENCH_SCALE_DELIVERIES=recover measures the recover alone (the same seed, no claims, no rate).
 import { monitorEventLoopDelay } from 'node:perf_hooks';
-import { percentile } from './kit/stats.js';
 import type { Store } from '../src/store/store.js';
-import { type Measure, type RunDb, receiver, serve, storedSecret, until } from './kit/scale.js';
+import { until } from './kit/process.js';
+import { type Measure, type RunDb, receiver, serve, storedSecret } from './kit/scale.js';
+import { percentile } from './kit/stats.js';
 
 const WEBHOOK = 'scaleaway0000000';
 const DAY = 86_400_000;

@@ -8,9 +8,9 @@
 import { readFileSync, readdirSync } from 'node:fs';
 import { request } from 'node:http';
 import { join } from 'node:path';
+import { type Measure, type RunDb, call, expectStatus, mint, serve } from './kit/scale.js';
 import { percentile } from './kit/stats.js';
 import { seedEvents } from './scale-deliveries.js';
-import { type Measure, type RunDb, call, expectStatus, mint, serve } from './kit/scale.js';
 
 const DAY = 86_400_000;
 const PAGE = 100;

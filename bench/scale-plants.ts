@@ -8,8 +8,8 @@
 import { closeSync, openSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { cpuMsOf, rss } from './kit/process.js';
-import { percentile } from './kit/stats.js';
 import { type Measure, type RunDb, call, cli, expectStatus, mint, serve, times } from './kit/scale.js';
+import { percentile } from './kit/stats.js';
 
 /** Ids spread over int64 whatever `n` (bench/import.ts's step overflows past 1.5 million). */
 const plantIds = (n: number) => {

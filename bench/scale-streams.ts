@@ -11,9 +11,9 @@ import { readFileSync, readdirSync, statSync } from 'node:fs';
 import { type Socket, connect } from 'node:net';
 import { join } from 'node:path';
 import { hashToken, mintToken } from '../src/auth/token.js';
-import { cpuMsOf, rss, sleep } from './kit/process.js';
+import { cpuMsOf, rss, sleep, until } from './kit/process.js';
+import { type Measure, type RunDb, call, expectStatus, mint, serve } from './kit/scale.js';
 import { percentile } from './kit/stats.js';
-import { type Measure, type RunDb, call, expectStatus, mint, serve, until } from './kit/scale.js';
 
 const EVENTS = 5;
 const ID_LINE = /^id: (\d+)\r?$/gm;

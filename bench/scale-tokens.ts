@@ -11,8 +11,9 @@ import { join } from 'node:path';
 import { TokenAuthenticator } from '../src/auth/authenticator.js';
 import { hashToken, mintToken } from '../src/auth/token.js';
 import { TokenService } from '../src/auth/token.service.js';
+import { type Measure, type RunDb, times } from './kit/scale.js';
+import { BIN } from './kit/server.js';
 import { median, percentile } from './kit/stats.js';
-import { BIN, type Measure, type RunDb, times } from './kit/scale.js';
 
 /** The page of `token list --limit … --after <the middle>`. */
 const PAGE = 100;

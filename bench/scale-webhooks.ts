@@ -6,9 +6,7 @@
 // p99; when the healthy webhooks' backlog had all arrived, from the service's start, and its
 // rate (the backlog's deliveries over that time); and A's latency again in a second
 // round after that (the hanging receivers alone beside it).
-import { sleep } from './kit/process.js';
-import { percentile } from './kit/stats.js';
-import { seedEvents } from './scale-deliveries.js';
+import { sleep, until } from './kit/process.js';
 import {
   type Measure,
   type RunDb,
@@ -19,8 +17,9 @@ import {
   receiver,
   serve,
   storedSecret,
-  until,
 } from './kit/scale.js';
+import { percentile } from './kit/stats.js';
+import { seedEvents } from './scale-deliveries.js';
 
 /** Ports the hanging webhooks are spread over: each its own origin, so its own connection pool. */
 const HANGING_PORTS = 20;

@@ -21,9 +21,10 @@
 import { cpus, totalmem } from 'node:os';
 import { parseArgs } from 'node:util';
 import { loadAverage } from './kit/process.js';
+import { type Engine, type Measure, type RunDb, createRunDb } from './kit/scale.js';
+import { median } from './kit/stats.js';
 import { deliveriesAxis } from './scale-deliveries.js';
 import { eventsAxis } from './scale-events.js';
-import { type Engine, type Measure, type RunDb, createRunDb } from './kit/scale.js';
 import { plantsAxis } from './scale-plants.js';
 import { streamsAxis } from './scale-streams.js';
 import { tokensAxis } from './scale-tokens.js';
@@ -56,11 +57,6 @@ if (axes.length === 0 || axes.some((a) => !(a in AXES))) {
 }
 const engines: Engine[] = values.engine === undefined ? ['sqlite', 'postgres'] : [values.engine as Engine];
 const scales = values.scale.split(',').map(Number);
-/** The middle of sorted values; of an even count, the mean of the middle two. */
-const middle = (sorted: readonly number[]): number =>
-  sorted.length % 2 === 1
-    ? sorted[(sorted.length - 1) / 2]!
-    : (sorted[sorted.length / 2 - 1]! + sorted[sorted.length / 2]!) / 2;
 const fmt = (v: number): string =>
   v >= 100 ? Math.round(v).toLocaleString('en-US') : v >= 10 ? v.toFixed(1) : v.toPrecision(3);
 
@@ -97,7 +93,7 @@ for (const name of axes) {
         results.filter((_, run) => scales[run] === multiple).map((r) => r[i]!.value);
       const spread = multiples.map((multiple) => {
         const values = runsOf(multiple).sort((a, b) => a - b);
-        return { median: middle(values), low: values[0]!, high: values.at(-1)! };
+        return { median: median(values), low: values[0]!, high: values.at(-1)! };
       });
       const first = spread[0]!;
       const last = spread.at(-1)!;

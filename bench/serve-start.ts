@@ -1,8 +1,10 @@
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { rss } from './kit/process.js';
+import { median } from './kit/stats.js';
 
 /**
  * What `serve` costs to start, install by install: the time from the process's spawn to its
@@ -47,8 +49,8 @@ function start(root: string): Promise<{ ms: number; rssMiB: number }> {
       if (ready || !out.includes('plant-store serving')) return;
       ready = true;
       const ms = Number(process.hrtime.bigint() - started) / 1e6;
-      const rssKiB = Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${child.pid}/status`, 'utf8'))![1]);
-      child.once('exit', () => done({ ms, rssMiB: rssKiB / 1024 }));
+      const rssMiB = rss(child.pid!);
+      child.once('exit', () => done({ ms, rssMiB }));
       child.kill('SIGTERM');
     });
     child.once('exit', (code) => {
@@ -57,7 +59,6 @@ function start(root: string): Promise<{ ms: number; rssMiB: number }> {
   });
 }
 
-const median = (values: number[]): number => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
 const spread = (values: number[], digits: number): string =>
   `${median(values).toFixed(digits)} (${Math.min(...values).toFixed(digits)} to ${Math.max(...values).toFixed(digits)})`;
 

@@ -37,21 +37,21 @@
 // beside each run. Every run is bounded in time, the whole harness too, and whatever this process
 // started (the service, the PostgreSQL servers, the proxy) is stopped on the way out, also on an
 // error or a signal.
-import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { closeSync, mkdirSync, mkdtempSync, openSync, readFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync } from 'node:fs';
 import { type ClientRequest, type IncomingMessage, get } from 'node:http';
-import { cpus, loadavg, tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { cpus, tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
-import { parseArgs, promisify } from 'node:util';
+import { parseArgs } from 'node:util';
 import { Pool } from 'undici';
 import { silentProxy, startReplicaPair } from '../test/failover/replica-pair.js';
-import { children, liveDirs, livePairs } from './kit/process.js';
+import { exitOnSignal, exitAfter, liveDirs, livePairs, loadAverage, log, now, sleep } from './kit/process.js';
+import { type Server, mintTokenAsync, startService } from './kit/server.js';
+import { median, ms } from './kit/stats.js';
 
 const THIS = fileURLToPath(import.meta.url);
-const BIN = fileURLToPath(new URL('../bin/plant-store.js', import.meta.url));
 const FAULTS = ['partition', 'freeze'] as const;
 type Fault = (typeof FAULTS)[number];
 const WRITERS = 4;
@@ -67,66 +67,27 @@ const EXIT_WAIT_MS = 30_000;
 /** The whole harness's bound: past it everything is stopped and the process exits 2. */
 const DEADLINE_MS = 20 * 60_000;
 
-const sleep = (ms: number) => new Promise<void>((done) => setTimeout(done, ms));
-const now = () => performance.now();
-const log = (line: string) => console.error(`[${new Date().toISOString().slice(11, 19)}] ${line}`);
-const load = () =>
-  loadavg()
-    .map((l) => l.toFixed(2))
-    .join(' ');
-
 // ---------------------------------------------------------------------------------------------
+// The service, the stream, the writers.
 
-// ---------------------------------------------------------------------------------------------
-// The service, a token, the stream, the writers.
-
-interface Service {
-  readonly url: string;
-  readonly port: number;
-  readonly child: ChildProcess;
-  readonly logFile: string;
-}
-
-/** `plant-store serve` from dist/, its log in a file; DATABASE_FAILOVER_WAIT and SHUTDOWN_GRACE at their defaults. */
-async function startService(databaseUrl: string, logFile: string): Promise<Service> {
-  const env: NodeJS.ProcessEnv = { ...process.env };
-  for (const name of ['DATABASE_FAILOVER_WAIT', 'SHUTDOWN_GRACE', 'LOG_LEVEL']) delete env[name];
-  const fd = openSync(logFile, 'w');
-  const child = spawn(process.execPath, [BIN, 'serve'], {
-    env: {
-      ...env,
+/**
+ * `plant-store serve` from dist/, unpinned, its stdout and stderr in `logFile` (kept); DATABASE_FAILOVER_WAIT,
+ * SHUTDOWN_GRACE and LOG_LEVEL at their defaults whatever this process's environment says.
+ */
+const startSilentService = (databaseUrl: string, logFile: string): Promise<Server> =>
+  startService(
+    dirname(logFile),
+    {
+      DATABASE_FAILOVER_WAIT: undefined,
+      SHUTDOWN_GRACE: undefined,
+      LOG_LEVEL: undefined,
       DATABASE_URL: databaseUrl,
-      PORT: '0',
       HOST: '127.0.0.1',
       RATE_LIMIT: 'off',
       MAX_EVENT_LOOP_DELAY: 'off',
     },
-    stdio: ['ignore', fd, fd],
-  });
-  closeSync(fd);
-  children.add(child);
-  child.once('exit', () => children.delete(child));
-  const deadline = Date.now() + 60_000;
-  for (;;) {
-    await sleep(50);
-    const text = readFileSync(logFile, 'utf8');
-    const m = /Server listening at http:\/\/127\.0\.0\.1:(\d+)/.exec(text);
-    if (m) return { url: `http://127.0.0.1:${m[1]}`, port: Number(m[1]), child, logFile };
-    if (child.exitCode !== null || Date.now() > deadline) {
-      child.kill('SIGKILL');
-      throw new Error(`the service did not start: ${text.slice(-2000)}`);
-    }
-  }
-}
-
-async function mintToken(databaseUrl: string): Promise<string> {
-  const { stdout } = await promisify(execFile)(
-    process.execPath,
-    [BIN, 'token', 'create', '--subject', 'bench', '--scopes', 'plants:read,plants:write'],
-    { env: { ...process.env, DATABASE_URL: databaseUrl }, timeout: 60_000, encoding: 'utf8' },
+    { log: logFile, stderrToLog: true },
   );
-  return stdout.trim();
-}
 
 interface Stream {
   /** Each event id and when it arrived (performance.now()). */
@@ -251,13 +212,6 @@ interface RunResult {
   readonly notes: string[];
 }
 
-const median = (values: number[]): number => {
-  const s = [...values].sort((a, b) => a - b);
-  if (s.length === 0) return Number.NaN;
-  const m = Math.floor(s.length / 2);
-  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
-};
-const ms = (n: number) => (Number.isFinite(n) ? `${Math.round(n).toLocaleString('en-US')} ms` : '—');
 /** A stream's lag: tenths of a ms, where the median is about 1 ms; never received is ∞. */
 const lagMs = (n: number) => (n === Infinity ? '∞ (never received)' : `${n.toFixed(1)} ms`);
 
@@ -295,19 +249,22 @@ async function oneRun(fault: Fault, run: number, dir: string): Promise<RunResult
   const pair = await startReplicaPair({ synchronous: true });
   livePairs.add(pair);
   const proxy = fault === 'partition' ? await silentProxy(pair.primary.port) : undefined;
-  let service: Service | undefined;
+  let service: Server | undefined;
   let stream: Stream | undefined;
   let writers: ReturnType<typeof write> | undefined;
   try {
     const first = proxy?.port ?? pair.primary.port;
     const databaseUrl = `postgres://postgres@127.0.0.1:${first},127.0.0.1:${pair.standby.port}/postgres?target_session_attrs=read-write`;
-    service = await startService(databaseUrl, join(dir, `${fault}-${run}.log`));
-    const token = await mintToken(databaseUrl);
+    service = await startSilentService(databaseUrl, join(dir, `${fault}-${run}.log`));
+    // Asynchronous: with `partition`, the command's connection goes through this process's proxy.
+    const token = await mintTokenAsync({ DATABASE_URL: databaseUrl }, 'bench', 'plants:read,plants:write', {
+      timeoutMs: 60_000,
+    });
     stream = await follow(service.port, token);
     writers = write(service.url, token, 1);
     await sleep(BEFORE_FAULT_MS);
 
-    const loadAtFault = load();
+    const loadAtFault = loadAverage();
     // The fault's instant is when it is in place: freeze() lists the server's processes (ps) before
     // it stops them, tens of ms in which the primary still commits.
     if (proxy) proxy.vanish();
@@ -416,7 +373,7 @@ async function oneRun(fault: Fault, run: number, dir: string): Promise<RunResult
     const streamEnd = stream.endedAt();
     if (streamEnd !== undefined && !streamEndedBeforeSigterm)
       notes.push(`the stream ended ${ms(streamEnd - termAt)} after SIGTERM`);
-    notes.push(...warnings(service.logFile, faultAt));
+    notes.push(...warnings(service.log, faultAt));
 
     return {
       fault,
@@ -485,17 +442,14 @@ export async function main(argv: string[]): Promise<void> {
   const runs = Number(values.runs);
   const faults = FAULTS.filter((f) => values.only === undefined || values.only === f);
   if (faults.length === 0) throw new Error(`--only ${values.only}: one of ${FAULTS.join(', ')}`);
-  setTimeout(() => {
-    log(`the harness ran past ${DEADLINE_MS / 60_000} min: stopping everything`);
-    process.exit(2);
-  }, DEADLINE_MS).unref();
+  exitAfter(DEADLINE_MS);
   let dir = values.logs;
   if (dir === undefined) {
     dir = mkdtempSync(join(tmpdir(), 'plant-store-silent-primary-'));
     liveDirs.add(dir);
   } else mkdirSync(dir, { recursive: true });
   const started = new Date();
-  const loadBefore = load();
+  const loadBefore = loadAverage();
   const results: RunResult[] = [];
   for (let run = 1; run <= runs; run++)
     for (const fault of faults) {
@@ -504,7 +458,7 @@ export async function main(argv: string[]): Promise<void> {
       log(row(result));
       for (const note of result.notes) log(`  ${note}`);
     }
-  const loadAfter = load();
+  const loadAfter = loadAverage();
   console.log(
     `\n${cpus().length} × ${cpus()[0]?.model.trim()}, node ${process.version}, from ${started.toISOString()} to ${new Date().toISOString()}; load average (1, 5, 15 min) before ${loadBefore}, after ${loadAfter}\n`,
   );
@@ -530,7 +484,7 @@ export async function main(argv: string[]): Promise<void> {
 }
 
 if (process.argv[1] !== undefined && resolve(process.argv[1]) === THIS) {
-  for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => process.exit(130));
+  exitOnSignal();
   main(process.argv.slice(2)).then(
     () => process.exit(0),
     (error: unknown) => {

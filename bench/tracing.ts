@@ -1,10 +1,14 @@
-import { execFile, execFileSync, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { cpuMsOf } from './kit/process.js';
+import { LISTENING, mintToken } from './kit/server.js';
+import { int, median } from './kit/stats.js';
+import { wrk } from './kit/wrk.js';
 
 /**
  * The A/B of tracing (BENCHMARKS.md, "Tracing"): the server's CPU time per request, and
@@ -26,7 +30,6 @@ const here = process.env.BENCH_AFTER ?? resolve(fileURLToPath(new URL('..', impo
 const before = process.env.BENCH_BEFORE;
 const rounds = Number(process.env.BENCH_ROUNDS ?? 3);
 const dir = mkdtempSync(join(tmpdir(), 'plant-store-bench-tracing-'));
-const TICK_US = 1_000_000 / Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim());
 
 const collector = createServer((req, res) => {
   req.resume();
@@ -49,39 +52,11 @@ const variants: Variant[] = [
   { name: 'on', root: here, env: { OTEL_EXPORTER_OTLP_ENDPOINT: collectorUrl } },
 ].filter((variant) => only === undefined || only.includes(variant.name));
 
-const cpuTicks = (pid: number): number => {
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-  return Number(fields[11]) + Number(fields[12]); // utime, stime
-};
-
-function wrk(url: string, lua: string, seconds: number): Promise<number> {
-  return new Promise((done, fail) => {
-    execFile(
-      'taskset',
-      ['-c', '1', 'wrk', '-t1', '-c50', '--timeout', '10s', `-d${seconds}s`, '-s', lua, url],
-      { encoding: 'utf8' },
-      (error: Error | null, out: string) => {
-        if (error) return fail(error);
-        if (/Non-2xx|Socket errors/.test(out)) return fail(new Error(`errors during the run:\n${out}`));
-        done(Number(/(\d+) requests in/.exec(out)![1]));
-      },
-    );
-  });
-}
-
 async function measure(variant: Variant, kind: 'get' | 'post', round: number): Promise<{ us: number; rate: number }> {
   const database = `sqlite:${join(dir, `${variant.name}-${kind}-${round}.db`)}`;
   const env = { ...process.env, DATABASE_URL: database, RATE_LIMIT: 'off', LOG_LEVEL: 'warn', ...variant.env };
   const bin = join(variant.root, 'bin/plant-store.js');
-  const minted = execFileSync(
-    process.execPath,
-    [bin, 'token', 'create', '--subject', 'bench', '--scopes', 'plants:read,plants:write', '--json'],
-    {
-      env,
-      encoding: 'utf8',
-    },
-  );
-  const token = (JSON.parse(minted) as { token: string }).token;
+  const token = mintToken(env, 'bench', 'plants:read,plants:write', { bin, showStderr: true });
   const child = spawn('taskset', ['-c', '0', process.execPath, bin, 'serve'], {
     env: { ...env, PORT: '0', LOG_LEVEL: 'info' },
     stdio: ['ignore', 'pipe', 'inherit'],
@@ -90,7 +65,7 @@ async function measure(variant: Variant, kind: 'get' | 'post', round: number): P
   const port = await new Promise<string>((done) => {
     child.stdout.on('data', (chunk: Buffer) => {
       out += chunk.toString();
-      const m = /Server listening at http:\/\/127\.0\.0\.1:(\d+)/.exec(out);
+      const m = LISTENING.exec(out);
       if (m) done(m[1]!);
     });
   });
@@ -119,20 +94,15 @@ async function measure(variant: Variant, kind: 'get' | 'post', round: number): P
         ? `request = function()\n  n = n + 1\n  return wrk.format("POST", "/plants", nil, '{"id":' .. (5000000000 + n) .. ',"name":"warm"}')\nend\n`
         : ''),
   );
-  await wrk(url, warm, 3);
-  const cpu = cpuTicks(child.pid!);
-  const requests = await wrk(url, lua, 8);
-  const us = ((cpuTicks(child.pid!) - cpu) * TICK_US) / requests;
+  // --timeout 10s: an answer slower than wrk's default 2 s is counted, not a socket error failing the run.
+  await wrk(url, warm, 3, { timeout: '10s' });
+  const cpu = cpuMsOf(child.pid!);
+  const { requests } = await wrk(url, lua, 8, { timeout: '10s' });
+  const us = ((cpuMsOf(child.pid!) - cpu) * 1000) / requests;
   child.kill('SIGTERM');
   await once(child, 'exit');
   return { us, rate: requests / 8 };
 }
-
-const median = (values: number[]): number => {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = sorted.length >> 1;
-  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
-};
 
 const results = new Map<string, { us: number[]; rate: number[] }>();
 for (let round = 0; round < rounds; round++)
@@ -153,7 +123,7 @@ for (const [key, row] of results) {
   const [kind, variant] = key.split(' ');
   const request = kind === 'get' ? 'GET /plants?limit=10' : 'POST /plants';
   console.log(
-    `| ${request} | ${variant} | ${median(row.us).toFixed(1)} (${row.us.map((u) => u.toFixed(1)).join(' ')}) | ${Math.round(median(row.rate)).toLocaleString('en-US')} |`,
+    `| ${request} | ${variant} | ${median(row.us).toFixed(1)} (${row.us.map((u) => u.toFixed(1)).join(' ')}) | ${int(median(row.rate))} |`,
   );
 }
 collector.close();

@@ -1,19 +1,52 @@
-// This process and what it started: waiting, the clock, CPU and memory of a process from /proc, and
-// what must not outlive a run (children, replica pairs, folders), stopped synchronously in one
-// 'exit' handler. That handler runs however the process ends (done, an error, SIGINT or SIGTERM
-// through process.exit, a deadline), where an asynchronous close() would not get the chance.
+// This process and what it started: waiting, the clock, its log lines and arguments, CPU and
+// memory of a process from /proc, and what must not outlive a run (children, replica pairs,
+// folders), stopped synchronously in one 'exit' handler. That handler runs however the process
+// ends (done, an error, SIGINT or SIGTERM through exitOnSignal(), a deadline through exitAfter()),
+// where an asynchronous close() would not get the chance.
 import type { ChildProcess } from 'node:child_process';
 import { execFileSync } from 'node:child_process';
 import { readFileSync, rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
+import { performance } from 'node:perf_hooks';
 import type { ReplicaPair } from '../../test/failover/replica-pair.js';
 
 export const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+/** The monotonic clock, in ms: what intervals are measured with. */
+export const now = (): number => performance.now();
+/** A progress line on stderr, with the time of day (UTC); the results go to stdout. */
+export const log = (line: string): void => console.error(`[${new Date().toISOString().slice(11, 19)}] ${line}`);
+/** `--name value` of the command line, or `fallback`. */
+export const arg = (name: string, fallback: string): string => {
+  const at = process.argv.indexOf(`--${name}`);
+  return at >= 0 ? process.argv[at + 1]! : fallback;
+};
 
-/** CPU time (user + system) a process has used so far, in ms (/proc/<pid>/stat, clock ticks of 10 ms). */
+/** Waits until `ready()` answers true (a throw or rejection counts as not yet), at most `ms`; then throws. */
+export async function until(
+  ready: () => boolean | Promise<boolean>,
+  ms: number,
+  what: string,
+  everyMs = 10,
+): Promise<void> {
+  const deadline = Date.now() + ms;
+  let failure = '';
+  for (;;) {
+    try {
+      if (await ready()) return;
+    } catch (error) {
+      failure = `: ${error instanceof Error ? error.message : JSON.stringify(error)}`;
+    }
+    if (Date.now() > deadline) throw new Error(`gave up after ${ms} ms waiting for ${what}${failure}`);
+    await sleep(everyMs);
+  }
+}
+
+let tickMs: number | undefined;
+/** CPU time (user + system) a process has used so far, in ms (/proc/<pid>/stat, in clock ticks of 1/CLK_TCK s). */
 export const cpuMsOf = (pid: number): number => {
+  tickMs ??= 1000 / Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim());
   const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-  return (Number(fields[11]) + Number(fields[12])) * 10;
+  return (Number(fields[11]) + Number(fields[12])) * tickMs;
 };
 export const loadAverage = (): string => readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
 /** A process's resident memory (VmRSS), in MiB. */
@@ -63,3 +96,16 @@ process.once('exit', () => {
   for (const pair of livePairs) killPairNow(pair);
   for (const dir of liveDirs) rmSync(dir, { recursive: true, force: true });
 });
+
+/** SIGINT or SIGTERM ends the process with code 130 through process.exit, so that the 'exit' handler runs. */
+export function exitOnSignal(): void {
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => process.exit(130));
+}
+
+/** The whole harness's bound: past `ms`, the process exits 2 and the 'exit' handler stops everything. */
+export function exitAfter(ms: number): void {
+  setTimeout(() => {
+    log(`the harness ran past ${Math.round(ms / 60_000)} min: stopping everything`);
+    process.exit(2);
+  }, ms).unref();
+}

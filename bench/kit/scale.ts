@@ -1,22 +1,19 @@
 // What the axes of bench/scale.ts share: a database of the run (a SQLite file under /var/tmp, or a
 // PostgreSQL database of its own on the machine's server), raw SQL for seeding it fast, the store
 // opened in this process, the service started on it, and small HTTP helpers.
-import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import { once } from 'node:events';
 import { Agent, createServer, request } from 'node:http';
 import { type AddressInfo, type Socket, createServer as createNetServer } from 'node:net';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
 import pg from 'pg';
 import { openStore } from '../../src/store/open-store.js';
 import type { Store } from '../../src/store/store.js';
 import { SecretBox } from '../../src/webhooks/secret-box.js';
 import { newWebhookSecret } from '../../src/webhooks/signing.js';
-import { type Server, start } from './server.js';
+import { BIN, type Server, cli as run, mintToken, start } from './server.js';
 
-export const BIN = fileURLToPath(new URL('../../bin/plant-store.js', import.meta.url));
 export type Engine = 'sqlite' | 'postgres';
 const PG_ADMIN = process.env.BENCH_PG_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 
@@ -40,7 +37,7 @@ export async function createRunDb(engine: Engine): Promise<RunDb> {
   if (engine === 'sqlite') {
     const file = join(dir, 'scale.db');
     const url = `sqlite:${file}`;
-    execFileSync(process.execPath, [BIN, 'migrate'], { env: { ...process.env, DATABASE_URL: url }, stdio: 'ignore' });
+    run(['migrate'], { DATABASE_URL: url });
     const db = new Database(file);
     db.pragma('journal_mode = WAL');
     const size = (f: string): number => {
@@ -85,7 +82,7 @@ export async function createRunDb(engine: Engine): Promise<RunDb> {
   await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
   await admin.query(`CREATE DATABASE ${name}`);
   const url = PG_ADMIN.replace(/\/[^/]*$/, `/${name}`);
-  execFileSync(process.execPath, [BIN, 'migrate'], { env: { ...process.env, DATABASE_URL: url }, stdio: 'ignore' });
+  run(['migrate'], { DATABASE_URL: url });
   const client = new pg.Client({ connectionString: url });
   await client.connect();
   return {
@@ -122,30 +119,25 @@ export const serve = (db: RunDb, env: NodeJS.ProcessEnv = {}): Promise<Server> =
       'serve',
     ],
     {
-      DATABASE_URL: db.url,
-      PORT: '0',
-      RATE_LIMIT: 'off',
-      WEBHOOK_ALLOW_PRIVATE: '1',
-      LOG_LEVEL: 'info',
-      MAX_EVENT_LOOP_DELAY: 'off',
-      ...env,
+      env: {
+        DATABASE_URL: db.url,
+        PORT: '0',
+        RATE_LIMIT: 'off',
+        WEBHOOK_ALLOW_PRIVATE: '1',
+        LOG_LEVEL: 'info',
+        MAX_EVENT_LOOP_DELAY: 'off',
+        ...env,
+      },
+      cores: '0',
+      timeoutMs: 300_000,
     },
-    '0',
-    /Server listening at http:\/\/127\.0\.0\.1:(\d+)/,
-    300_000,
   );
 
-export const cli = (db: RunDb, args: string[]): string =>
-  execFileSync(process.execPath, [BIN, ...args], {
-    env: { ...process.env, DATABASE_URL: db.url },
-    encoding: 'utf8',
-    maxBuffer: 1 << 30,
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+/** `plant-store <args>` on the run's database; answers its stdout. */
+export const cli = (db: RunDb, args: string[]): string => run(args, { DATABASE_URL: db.url });
 
 export const mint = (db: RunDb, subject: string, scopes: string): string =>
-  (JSON.parse(cli(db, ['token', 'create', '--subject', subject, '--scopes', scopes, '--json'])) as { token: string })
-    .token;
+  mintToken({ DATABASE_URL: db.url }, subject, scopes);
 
 const agent = new Agent({ keepAlive: true, maxSockets: 16 });
 
@@ -279,12 +271,3 @@ export async function hangingReceiver(): Promise<{ url: string; close(): Promise
 
 /** A webhook secret as the service stores it without SECRETS_KEY. */
 export const storedSecret = (webhookId: string): string => new SecretBox(null).seal(newWebhookSecret(), webhookId);
-
-/** Waits until `ready()`, at most `ms`; a run that would wait forever fails instead. */
-export async function until(ready: () => boolean, ms: number, what: string): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!ready()) {
-    if (Date.now() > deadline) throw new Error(`gave up after ${ms} ms waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-}

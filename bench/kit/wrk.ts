@@ -1,7 +1,11 @@
-// One wrk run as the benchmarks take it (bench.ts and events.ts): -t1 -c50 pinned to core 1, with
-// latency percentiles; any socket error or non-2xx answer fails the run.
+// One wrk run as the benchmarks take it: -t1 -c50 pinned to core 1, with latency percentiles; any
+// socket error or non-2xx answer fails the run.
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
+import { median } from './stats.js';
+
+/** BENCH_DURATION: the seconds of a run whose caller names none (default 10). */
+export const DURATION = Number(process.env.BENCH_DURATION ?? 10);
 
 export interface WrkResult {
   /** Requests sent, each one a fresh id for the create and delete scripts. */
@@ -11,10 +15,20 @@ export interface WrkResult {
   readonly p99: number;
 }
 
-export async function wrk(url: string, lua: string, seconds: number): Promise<WrkResult> {
+/** `timeout`: wrk's --timeout (its default, 2 s, counts a slower answer as a socket error). */
+export async function wrk(
+  url: string,
+  lua: string,
+  seconds = DURATION,
+  { timeout }: { readonly timeout?: string } = {},
+): Promise<WrkResult> {
   const { stdout: out } = await promisify(execFile)(
     'taskset',
-    ['-c', '1', 'wrk', '-t1', '-c50', `-d${seconds}s`, '--latency', '-s', lua, url],
+    [
+      ...['-c', '1', 'wrk', '-t1', '-c50'],
+      ...(timeout === undefined ? [] : ['--timeout', timeout]),
+      ...[`-d${seconds}s`, '--latency', '-s', lua, url],
+    ],
     { encoding: 'utf8' },
   );
   const non2xx = /Non-2xx or 3xx responses: (\d+)/.exec(out);
@@ -32,3 +46,11 @@ export async function wrk(url: string, lua: string, seconds: number): Promise<Wr
     p99: ms('99'),
   };
 }
+
+/** Rounds of one scenario as one figure: the requests summed, the rates and latencies their medians. */
+export const combine = (results: WrkResult[]): WrkResult => ({
+  requests: results.reduce((sum, r) => sum + r.requests, 0),
+  rps: median(results.map((r) => r.rps)),
+  p50: median(results.map((r) => r.p50)),
+  p99: median(results.map((r) => r.p99)),
+});
