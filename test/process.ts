@@ -1,3 +1,4 @@
+import assert from 'node:assert/strict';
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { Readable, Writable } from 'node:stream';
@@ -49,6 +50,22 @@ export function runCli(args: string[], env: NodeJS.ProcessEnv, cwd?: string): Pr
   return args[0] === 'serve' || cwd !== undefined ? runCliProcess(args, env, cwd) : runCliHere(args, env);
 }
 
+/**
+ * The secret of a token minted with the CLI (`token create --json`), for a test that needs a token
+ * and not what the command prints: a failed mint fails here, with the command's stderr, rather
+ * than as a JSON parse error or a 401 later. `cwd` runs it as a process in that folder (runCli).
+ */
+export async function mintCliToken(
+  env: NodeJS.ProcessEnv,
+  subject = 'alice',
+  scopes = 'plants:read,plants:write',
+  cwd?: string,
+): Promise<string> {
+  const minted = await runCli(['token', 'create', '--subject', subject, '--scopes', scopes, '--json'], env, cwd);
+  assert.equal(minted.code, 0, `token create for ${subject} (${scopes}): ${minted.stderr}`);
+  return (JSON.parse(minted.stdout) as { token: string }).token;
+}
+
 /** `plant-store <args>` as a process of its own (`node bin/plant-store.js`), as users run it. */
 export function runCliProcess(args: string[], env: NodeJS.ProcessEnv, cwd?: string): Promise<CliResult> {
   return new Promise((resolve) => {
@@ -81,9 +98,9 @@ async function runCliHere(args: string[], env: NodeJS.ProcessEnv): Promise<CliRe
 }
 
 /**
- * runCli for a command that may never end (a loop deaf to SIGTERM: issue of the second walkthrough,
- * point 3): past `ms` it is killed by its pid with SIGKILL and the answer is a failure that says so
- * and shows its output. A deadline on the test, never a speed asserted.
+ * runCli for a command that may never end (a loop deaf to SIGTERM, as one once was): past `ms`
+ * it is killed by its pid with SIGKILL and the answer is a failure that says so and shows its
+ * output. A deadline on the test, never a speed asserted.
  */
 export function runCliWithin(ms: number, args: string[], env: NodeJS.ProcessEnv, cwd?: string): Promise<CliResult> {
   return new Promise((resolve, reject) => {

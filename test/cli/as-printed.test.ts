@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { loadConfig } from '../../src/config.js';
-import { BIN, type CliResult, type ServerProcess, runCli, startServer } from '../process.js';
+import { BIN, type CliResult, type ServerProcess, runCli, mintCliToken, startServer } from '../process.js';
 import { eventually } from '../support/eventually.js';
 import { ROOT, withoutPlantStore } from './checkout-support.js';
 
@@ -28,12 +28,7 @@ after(async () => {
 });
 
 async function token(subject: string): Promise<string> {
-  const r = await runCli(
-    ['token', 'create', '--subject', subject, '--scopes', 'plants:read,plants:write', '--json'],
-    serverEnv,
-  );
-  assert.equal(r.code, 0, r.stderr);
-  return (JSON.parse(r.stdout) as { token: string }).token;
+  return mintCliToken(serverEnv, subject);
 }
 
 const plants = (args: string[], secret: string): Promise<CliResult> =>

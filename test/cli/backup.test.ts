@@ -6,7 +6,7 @@ import { after, test } from 'node:test';
 import Database from 'better-sqlite3';
 import { BackupRefusedError, backupSqlite } from '../../src/store/sqlite/snapshot.js';
 import { openSqlite } from '../../src/store/sqlite/store.js';
-import { runCli, runCliWithin, startServer } from '../process.js';
+import { runCli, mintCliToken, runCliWithin, startServer } from '../process.js';
 import { WriteLoad, allEvents, allPlants, instantsOf, missedWrites, seedId, seedPlants } from './snapshot-support.js';
 
 // Operations issue, 5: `plant-store backup <file>` copies a SQLite database while the server
@@ -44,9 +44,7 @@ test(
     const path = join(at, 'store.db');
     const env = { DATABASE_URL: `sqlite:${path}`, RATE_LIMIT: 'off' };
     await seed(path, 20_000);
-    const minted = await runCli(['token', 'create', '--subject', 'ops', '--scopes', 'plants:admin', '--json'], env);
-    assert.equal(minted.code, 0, minted.stderr);
-    const { token } = JSON.parse(minted.stdout) as { token: string };
+    const token = await mintCliToken(env, 'ops', 'plants:admin');
     const server = await startServer(env);
     t.after(() => server.stop());
     const load = new WriteLoad(

@@ -11,7 +11,7 @@ import { openSqlite } from '../../src/store/sqlite/store.js';
 import type { Store } from '../../src/store/store.js';
 import { exportPlants } from '../../src/transfer/export.js';
 import { parseLine } from '../../src/transfer/plant-line.js';
-import { BIN, runCli, startServer } from '../process.js';
+import { BIN, runCli, mintCliToken, startServer } from '../process.js';
 import { scratchSchema, stopSharedPostgres } from '../support/postgres.js';
 import {
   SEED_OWNER,
@@ -87,9 +87,7 @@ for (const [engine, create] of underTest(engines)) {
       t.after(() => other.close());
       await other.migrate();
       await other.insertBatch(seedPlants(SEEDED));
-      const minted = await runCli(['token', 'create', '--subject', 'ops', '--scopes', 'plants:admin', '--json'], env);
-      assert.equal(minted.code, 0, minted.stderr);
-      const { token } = JSON.parse(minted.stdout) as { token: string };
+      const token = await mintCliToken(env, 'ops', 'plants:admin');
       const server = await startServer(env);
       t.after(() => server.stop());
       // The load deletes seeded plants from the lowest id up: never one of LATE_DELETES.

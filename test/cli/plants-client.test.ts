@@ -5,7 +5,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { type CliResult, type ServerProcess, runCli, startServer } from '../process.js';
+import { type CliResult, type ServerProcess, runCli, mintCliToken, startServer } from '../process.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'plant-store-plants-cli-'));
 const serverEnv = { DATABASE_URL: `sqlite:${join(dir, 'plants.db')}`, RATE_LIMIT: 'off' };
@@ -23,9 +23,7 @@ after(async () => {
 });
 
 async function token(subject: string, scopes = 'plants:read,plants:write'): Promise<string> {
-  const r = await runCli(['token', 'create', '--subject', subject, '--scopes', scopes, '--json'], serverEnv);
-  assert.equal(r.code, 0, r.stderr);
-  const issued = (JSON.parse(r.stdout) as { token: string }).token;
+  const issued = await mintCliToken(serverEnv, subject, scopes);
   tokens.push(issued);
   return issued;
 }

@@ -5,7 +5,7 @@ import { type ClientRequest, request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
-import { type ServerProcess, runCli, startServer } from '../process.js';
+import { type ServerProcess, mintCliToken, startServer } from '../process.js';
 import { eventually } from '../support/eventually.js';
 import { scratchSchema, stopSharedPostgres } from '../support/postgres.js';
 
@@ -78,15 +78,6 @@ class Reader {
   }
 }
 
-async function mint(env: NodeJS.ProcessEnv): Promise<string> {
-  const minted = await runCli(
-    ['token', 'create', '--subject', 'alice', '--scopes', 'plants:read,plants:write', '--json'],
-    env,
-  );
-  assert.equal(minted.code, 0, minted.stderr);
-  return (JSON.parse(minted.stdout) as { token: string }).token;
-}
-
 async function post(server: ServerProcess, token: string, id: number): Promise<number> {
   try {
     const r = await fetch(`${server.url}/plants`, {
@@ -117,7 +108,7 @@ for (const engine of ['sqlite', 'postgres']) {
         url = scratch.url;
       }
       const env = { DATABASE_URL: url, RATE_LIMIT: 'off' };
-      const token = await mint(env);
+      const token = await mintCliToken(env);
       const a = await startServer(env);
       const b = await startServer(env);
       t.after(() => Promise.all([a.stop(), b.stop()]));

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { after, test } from 'node:test';
 import pg from 'pg';
-import { runCli, startServer } from '../process.js';
+import { mintCliToken, startServer } from '../process.js';
 import { RawStream, eventually } from '../events/stream-support.js';
 import { scratchSchema, stopSharedPostgres } from '../support/postgres.js';
 
@@ -28,9 +28,7 @@ test(
     // No dispatcher (WEBHOOK_DELIVERY=off): its looks would wait on the lock too and could take every
     // pooled connection, so that the stream's setup never reached the database.
     const env = { DATABASE_URL: db.url, RATE_LIMIT: 'off', SHUTDOWN_GRACE: '8s', WEBHOOK_DELIVERY: 'off' };
-    const minted = await runCli(['token', 'create', '--subject', 'alice', '--scopes', 'plants:read', '--json'], env);
-    assert.equal(minted.code, 0, minted.stderr);
-    const { token } = JSON.parse(minted.stdout) as { token: string };
+    const token = await mintCliToken(env, 'alice', 'plants:read');
     // Another session holds the event log from before the server starts: the stream's setup (its
     // read of the newest event id) will wait, and so will the start-up prune, which begins after the
     // server listens. Both are seen in pg_locks (sessions waiting for this schema's event log; other

@@ -5,11 +5,11 @@ import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { openPostgres } from '../../src/store/postgres/store.js';
 import { openSqlite } from '../../src/store/sqlite/store.js';
-import { type ServerProcess, runCli, startServer } from '../process.js';
+import { type ServerProcess, mintCliToken, startServer } from '../process.js';
 import { eventually } from '../support/eventually.js';
 import { freePort, scratchSchema, stopSharedPostgres } from '../support/postgres.js';
 import { Follower } from './event-follower.js';
-import { ready, startNginx } from './nginx-front.js';
+import { twoBehindNginx } from './nginx-front.js';
 
 // A stream outlives a deploy (docs/api.md#the-change-feed): a standard EventSource client following
 // GET /events keeps following across a SIGTERM and restart, a SIGHUP reload of `serve --workers 1`
@@ -31,15 +31,6 @@ const engines: Array<[string, () => Promise<{ url: string; drop: () => Promise<v
 
 /** A bound on each test, so that a client that hangs fails it rather than the run. */
 const LIMIT = { timeout: 90_000 };
-
-async function mint(env: NodeJS.ProcessEnv): Promise<string> {
-  const minted = await runCli(
-    ['token', 'create', '--subject', 'alice', '--scopes', 'plants:read,plants:write', '--json'],
-    env,
-  );
-  assert.equal(minted.code, 0, minted.stderr);
-  return (JSON.parse(minted.stdout) as { token: string }).token;
-}
 
 /**
  * Creates plants `from` … `from + count - 1`, one event each. A create that meets a server between
@@ -107,7 +98,7 @@ for (const [engine, database] of engines) {
       const db = await database();
       t.after(() => db.drop());
       const env = { DATABASE_URL: db.url, RATE_LIMIT: 'off', PORT: String(await freePort()) };
-      const token = await mint(env);
+      const token = await mintCliToken(env);
       let server = await startServer(env);
       t.after(() => server.stop());
       const follower = new Follower(server.url, token);
@@ -134,7 +125,7 @@ for (const [engine, database] of engines) {
       const db = await database();
       t.after(() => db.drop());
       const env = { DATABASE_URL: db.url, RATE_LIMIT: 'off' };
-      const token = await mint(env);
+      const token = await mintCliToken(env);
       const server = await startServer(env, undefined, ['--workers', '1']);
       t.after(() => server.stop());
       const follower = new Follower(server.url, token);
@@ -159,20 +150,9 @@ for (const [engine, database] of engines) {
     async (t) => {
       const db = await database();
       t.after(() => db.drop());
-      const ports = { a: await freePort(), b: await freePort() };
-      const nginx = await startNginx(mkdtempSync(join(dir, 'front-')), await freePort(), ports.a, ports.b);
-      t.after(() => nginx.stop());
-      // The shipped SHUTDOWN_GRACE: nginx's upstream keepalive_timeout (2 s) is below the instances' Keep-Alive timeout (5 s).
-      const env = { DATABASE_URL: db.url, RATE_LIMIT: 'off', SHUTDOWN_GRACE: '10s' };
-      const token = await mint(env);
-      const instances: Record<string, ServerProcess> = {};
-      const start = async (name: 'a' | 'b'): Promise<void> => {
-        instances[name] = await startServer({ ...env, PORT: String(ports[name]) });
-      };
-      await start('a');
-      await start('b');
-      t.after(() => Promise.all(Object.values(instances).map((s) => s.stop())));
-      await ready(nginx.url);
+      const env = { DATABASE_URL: db.url };
+      const token = await mintCliToken(env);
+      const { nginx, instances, start } = await twoBehindNginx(t, dir, env);
       const follower = new Follower(nginx.url, token);
       t.after(() => follower.close());
       await follower.opened();
@@ -184,7 +164,6 @@ for (const [engine, database] of engines) {
         assert.equal(await instances[name]!.stop(), 0, `instance ${name} drained and exited 0`);
         await createPlants(() => nginx.url, token, next, 5); // one instance serves meanwhile
         await start(name);
-        await ready(`http://127.0.0.1:${ports[name]}`);
         await createPlants(() => nginx.url, token, next + 5, 10);
         next += 15;
       }

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
-import { type ServerProcess, runCli, startServer } from '../process.js';
+import { type ServerProcess, runCli, mintCliToken, startServer } from '../process.js';
 import { eventually } from '../support/eventually.js';
 import { scratchSchema, stopSharedPostgres } from '../support/postgres.js';
 import { redisUrl } from '../support/redis.js';
@@ -33,16 +33,6 @@ async function instances(
   return { env, servers };
 }
 
-async function mint(
-  env: NodeJS.ProcessEnv,
-  subject: string,
-  scopes = 'plants:read,plants:write',
-): Promise<{ id: string; token: string }> {
-  const r = await runCli(['token', 'create', '--subject', subject, '--scopes', scopes, '--json'], env);
-  assert.equal(r.code, 0, r.stderr);
-  return JSON.parse(r.stdout) as { id: string; token: string };
-}
-
 const post = (server: ServerProcess, token: string, body: string): Promise<Response> =>
   fetch(`${server.url}/plants`, {
     method: 'POST',
@@ -55,9 +45,9 @@ const get = (server: ServerProcess, token: string, path = '/plants'): Promise<Re
 
 test('concurrent creates of one id across two instances: exactly one 200, the rest 409', async (t) => {
   const { env, servers } = await instances(t, 2);
-  const users = await Promise.all(['u0', 'u1', 'u2', 'u3'].map((s) => mint(env, s)));
+  const users = await Promise.all(['u0', 'u1', 'u2', 'u3'].map((s) => mintCliToken(env, s)));
   const attempts = Array.from({ length: 24 }, (_, i) =>
-    post(servers[i % 2]!, users[i % 4]!.token, `{"id":9007199254740993,"name":"plant ${i}"}`),
+    post(servers[i % 2]!, users[i % 4]!, `{"id":9007199254740993,"name":"plant ${i}"}`),
   );
   const statuses = await Promise.all(
     attempts.map(async (pending) => {
@@ -72,7 +62,7 @@ test('concurrent creates of one id across two instances: exactly one 200, the re
 
 test('identical concurrent creates across two instances all answer 200, and one plant exists', async (t) => {
   const { env, servers } = await instances(t, 2);
-  const { token } = await mint(env, 'alice');
+  const token = await mintCliToken(env);
   const body = '{"id":-9223372036854775808,"name":"fern","tag":"green"}';
   const responses = await Promise.all(Array.from({ length: 24 }, (_, i) => post(servers[i % 2]!, token, body)));
   for (const r of responses) {
@@ -86,7 +76,13 @@ test('identical concurrent creates across two instances all answer 200, and one 
 
 test('a token revoked through the CLI stops working on every instance within 5 seconds', async (t) => {
   const { env, servers } = await instances(t, 2);
-  const { id, token } = await mint(env, 'alice');
+  // The revoke takes the token's id: the command's JSON output has both.
+  const minted = await runCli(
+    ['token', 'create', '--subject', 'alice', '--scopes', 'plants:read,plants:write', '--json'],
+    env,
+  );
+  assert.equal(minted.code, 0, minted.stderr);
+  const { id, token } = JSON.parse(minted.stdout) as { id: string; token: string };
   for (const server of servers) assert.equal((await get(server, token)).status, 200);
   assert.equal((await runCli(['token', 'revoke', id], env)).code, 0);
   const refused = new Set<number>();
@@ -107,7 +103,7 @@ test('a token revoked through the CLI stops working on every instance within 5 s
 test('with REDIS_URL the rate limit of a token holds across instances', async (t) => {
   const redis = await redisUrl();
   const { env, servers } = await instances(t, 2, { REDIS_URL: redis, RATE_LIMIT: '6/1m' });
-  const { token } = await mint(env, 'alice');
+  const token = await mintCliToken(env);
   const seen: Array<[number, string | null]> = [];
   for (let i = 0; i < 6; i++) {
     const r = await get(servers[i % 2]!, token);
@@ -132,7 +128,7 @@ test('with REDIS_URL the rate limit of a token holds across instances', async (t
 
 test('without REDIS_URL each instance counts a token on its own', async (t) => {
   const { env, servers } = await instances(t, 2, { RATE_LIMIT: '3/1m' });
-  const { token } = await mint(env, 'alice');
+  const token = await mintCliToken(env);
   for (const server of servers) {
     for (let i = 0; i < 3; i++) {
       const r = await get(server, token);

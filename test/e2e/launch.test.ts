@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, describe, test } from 'node:test';
-import { runCli, startServer } from '../process.js';
+import { mintCliToken, startServer } from '../process.js';
 import { eventually } from '../support/eventually.js';
 import { createListLoad, storedIds } from './create-list-load.js';
 
@@ -169,11 +169,7 @@ describe('SIGHUP', () => {
     const env = { DATABASE_URL: sqliteUrl(), RATE_LIMIT: 'off' };
     const server = await startServer(env, undefined, ['--workers', '2', '--settings-file', settings]);
     try {
-      const { stdout } = await runCli(
-        ['token', 'create', '--subject', 'reload', '--scopes', 'plants:read,plants:write', '--json'],
-        { ...process.env, ...env },
-      );
-      const token = (JSON.parse(stdout) as { token: string }).token;
+      const token = await mintCliToken(env, 'reload');
       const load = createListLoad(server.url, token, 'reload');
 
       writeFileSync(settings, 'LOG_LEVEL=loud\n'); // does not parse: refused, the workers stay

@@ -5,7 +5,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
-import { BIN, runCli, startServer } from '../process.js';
+import { BIN, runCli, mintCliToken, startServer } from '../process.js';
 import { scratchSchema, stopSharedPostgres } from '../support/postgres.js';
 
 // Moving a store from SQLite to PostgreSQL is `plant-store export | plant-store import -`.
@@ -92,10 +92,7 @@ test('export | import moves every plant from SQLite to PostgreSQL exactly; a sec
   assert.match(again.stderr, /Imported 0 plants; 12,002 unchanged, 0 conflicting/);
 
   // Owners survive the move: a server on PostgreSQL shows user1 its own plants.
-  const minted = await runCli(['token', 'create', '--subject', 'user1', '--scopes', 'plants:read', '--json'], {
-    DATABASE_URL: scratch.url,
-  });
-  const { token } = JSON.parse(minted.stdout) as { token: string };
+  const token = await mintCliToken({ DATABASE_URL: scratch.url }, 'user1', 'plants:read');
   const server = await startServer({ DATABASE_URL: scratch.url });
   t.after(() => server.stop());
   const page = await fetch(`${server.url}/plants?limit=2`, { headers: { authorization: `Bearer ${token}` } });

@@ -1,9 +1,12 @@
 import assert from 'node:assert/strict';
 import { execFile, execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import type { TestContext } from 'node:test';
 import { promisify } from 'node:util';
+import { type ServerProcess, startServer } from '../process.js';
 import { eventually } from '../support/eventually.js';
+import { freePort } from '../support/postgres.js';
 
 // The repository's own nginx configuration (deploy/nginx.conf), run by a test in front of two
 // instances on 127.0.0.1: Debian's nginx-light (.ci/run installs it when missing). It is started
@@ -110,4 +113,66 @@ export async function ready(url: string): Promise<void> {
     `${url} ready`,
     30_000,
   );
+}
+
+/** The instances behind deploy/nginx.conf: a on its upstream's first server line, b on its second. */
+export type InstanceName = 'a' | 'b';
+
+export interface TwoBehindNginx {
+  readonly nginx: NginxFront;
+  /** nginx's address: where clients go. */
+  readonly url: string;
+  readonly ports: { readonly front: number } & Readonly<Record<InstanceName, number>>;
+  /** Each instance as it runs now (a start replaces its entry); the test's end stops them all. */
+  readonly instances: Record<string, ServerProcess>;
+  /**
+   * Starts `name` again on its own port and waits for its own /readyz 200: the restart step
+   * deploy/nginx.conf's header prints (never a wait through nginx, which another instance answers).
+   */
+  readonly start: (name: InstanceName) => Promise<void>;
+}
+
+/**
+ * deploy/nginx.conf (startNginx, in a new folder in `dir`) in front of instances a and b of
+ * `plant-store serve` on free ports, with `env` (the test's store) over this fixture's settings.
+ * `start` names the instances running on return (both by default). With both, nginx has answered
+ * /readyz 200 on return; with one left out, nginx has not been asked: a test that leaves one out
+ * is about what nginx answers then. The test's end stops nginx, then the instances.
+ */
+export async function twoBehindNginx(
+  t: TestContext,
+  dir: string,
+  env: NodeJS.ProcessEnv,
+  { start = ['a', 'b'] }: { start?: InstanceName[] } = {},
+): Promise<TwoBehindNginx> {
+  const ports = { front: await freePort(), a: await freePort(), b: await freePort() };
+  const nginx = await startNginx(mkdtempSync(join(dir, 'nginx-')), ports.front, ports.a, ports.b);
+  t.after(() => nginx.stop());
+  const settings: NodeJS.ProcessEnv = {
+    // A test's load runs on one token, past the requests a token may make by default (600 a
+    // minute, docs/api.md), and these tests count every answer but a 200 as a failure.
+    RATE_LIMIT: 'off',
+    // The shipped SHUTDOWN_GRACE, not startServer's 4 s: the instances' Keep-Alive timeout is half
+    // of it (5 s), and nginx's upstream keepalive_timeout (2 s) must stay below it, or nginx may
+    // reuse a connection an instance is closing.
+    SHUTDOWN_GRACE: '10s',
+    ...env,
+  };
+  const instances: Record<string, ServerProcess> = {};
+  const launch = async (name: InstanceName): Promise<void> => {
+    instances[name] = await startServer({ ...settings, PORT: String(ports[name]) });
+  };
+  t.after(() => Promise.all(Object.values(instances).map((s) => s.stop())));
+  for (const name of start) await launch(name);
+  if (start.includes('a') && start.includes('b')) await ready(nginx.url);
+  return {
+    nginx,
+    url: nginx.url,
+    ports,
+    instances,
+    start: async (name) => {
+      await launch(name);
+      await ready(`http://127.0.0.1:${ports[name]}`);
+    },
+  };
 }

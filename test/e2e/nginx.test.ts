@@ -4,28 +4,27 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { openPostgres } from '../../src/store/postgres/store.js';
-import { type ServerProcess, runCli, startServer } from '../process.js';
+import { type ServerProcess, mintCliToken } from '../process.js';
 import { eventually } from '../support/eventually.js';
-import { freePort, scratchSchema, stopSharedPostgres } from '../support/postgres.js';
+import { scratchSchema, stopSharedPostgres } from '../support/postgres.js';
 import { createListLoad, storedIds } from './create-list-load.js';
 import { Follower } from './event-follower.js';
-import { folderContents, ready, startNginx } from './nginx-front.js';
+import { folderContents, twoBehindNginx } from './nginx-front.js';
 
 // The repository's own nginx configuration (deploy/nginx.conf) in front of two
 // instances on one database; the instances are restarted one by one under create/list load through
 // nginx, and no request fails and no acknowledged write is lost. Debian's nginx-light; .ci/run
 // installs it when missing. Everything listens on 127.0.0.1. nginx is started and stopped with the
-// commands the configuration's header prints, in a folder that does not exist before (issue
-// "every printed step works", 2: it needed logs/ and tmp/ made first, which the header did not say).
+// commands the configuration's header prints, in a folder that does not exist before, as on a
+// reader's machine: a folder nginx needs that the printed commands do not make fails here.
 
 after(stopSharedPostgres);
 const dir = mkdtempSync(join(tmpdir(), 'plant-store-nginx-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
 
 test('a rolling restart of two instances behind deploy/nginx.conf: 0 failed requests, 0 lost writes', async (t) => {
-  const [front, portA, portB] = [await freePort(), await freePort(), await freePort()];
-  const nginx = await startNginx(mkdtempSync(join(dir, 'load-')), front, portA, portB);
-  t.after(() => nginx.stop());
+  const env = { DATABASE_URL: `sqlite:${join(dir, 'store.db')}` };
+  const { nginx, url, instances, start } = await twoBehindNginx(t, dir, env);
   // What the header says nginx keeps in its folder, and nothing else.
   assert.deepEqual(folderContents(nginx), [
     'client_body_temp',
@@ -37,23 +36,7 @@ test('a rolling restart of two instances behind deploy/nginx.conf: 0 failed requ
     'uwsgi_temp',
   ]);
 
-  // The shipped SHUTDOWN_GRACE: nginx's upstream keepalive_timeout (2 s) is below the instances' Keep-Alive timeout (5 s).
-  const env = { DATABASE_URL: `sqlite:${join(dir, 'store.db')}`, RATE_LIMIT: 'off', SHUTDOWN_GRACE: '10s' };
-  const instances: Record<string, ServerProcess> = {};
-  const start = async (name: string, port: number): Promise<void> => {
-    instances[name] = await startServer({ ...env, PORT: String(port) });
-  };
-  await start('a', portA);
-  await start('b', portB);
-  t.after(() => Promise.all(Object.values(instances).map((s) => s.stop())));
-  const url = nginx.url;
-  await ready(url);
-
-  const { stdout } = await runCli(
-    ['token', 'create', '--subject', 'lb', '--scopes', 'plants:read,plants:write', '--json'],
-    { ...process.env, ...env },
-  );
-  const token = (JSON.parse(stdout) as { token: string }).token;
+  const token = await mintCliToken(env, 'lb');
   const load = createListLoad(url, token, 'lb');
   /** Until each instance, as it runs now, has answered `creates` creates through nginx, and the load has had them acknowledged. */
   const served = (creates: number, why: string): Promise<true> =>
@@ -69,14 +52,10 @@ test('a rolling restart of two instances behind deploy/nginx.conf: 0 failed requ
       30_000,
     );
 
-  for (const [name, port] of [
-    ['a', portA],
-    ['b', portB],
-  ] as const) {
+  for (const name of ['a', 'b'] as const) {
     await served(25, `before ${name} restarts`); // the load reaches both
     assert.equal(await instances[name]!.stop(), 0, `instance ${name} drained and exited 0`);
-    await start(name, port);
-    await ready(`http://127.0.0.1:${port}`);
+    await start(name);
   }
   await served(25, 'after the restarts'); // the restarted ones serve too
   await load.stop();
@@ -111,25 +90,9 @@ test(
   async (t) => {
     const db = await scratchSchema();
     t.after(() => db.drop());
-    const ports = { a: await freePort(), b: await freePort() };
-    const nginx = await startNginx(mkdtempSync(join(dir, 'events-')), await freePort(), ports.a, ports.b);
-    t.after(() => nginx.stop());
-    // The shipped SHUTDOWN_GRACE, as in the test above.
-    const env = { DATABASE_URL: db.url, RATE_LIMIT: 'off', SHUTDOWN_GRACE: '10s' };
-    const minted = await runCli(
-      ['token', 'create', '--subject', 'follower', '--scopes', 'plants:read,plants:write', '--json'],
-      env,
-    );
-    assert.equal(minted.code, 0, minted.stderr);
-    const token = (JSON.parse(minted.stdout) as { token: string }).token;
-    const instances: Record<string, ServerProcess> = {};
-    const start = async (name: 'a' | 'b'): Promise<void> => {
-      instances[name] = await startServer({ ...env, PORT: String(ports[name]) });
-    };
-    await start('a');
-    await start('b');
-    t.after(() => Promise.all(Object.values(instances).map((s) => s.stop())));
-    await ready(nginx.url);
+    const env = { DATABASE_URL: db.url };
+    const token = await mintCliToken(env, 'follower');
+    const { nginx, instances, start } = await twoBehindNginx(t, dir, env);
     const follower = new Follower(nginx.url, token);
     t.after(() => follower.close());
     await follower.opened();
@@ -165,14 +128,13 @@ test(
     await follower.received(10);
     // The header's procedure: SIGTERM one instance (plants are created through nginx meanwhile,
     // while it drains), start it again, wait for its /readyz 200, then the other. Five rolling
-    // restarts in a row (point 11: the 502 was seen once, in one of several), the same client
-    // following across all of them.
+    // restarts in a row (the 502 was seen once, in one of several), the same client following
+    // across all of them.
     for (let round = 1; round <= ROLLING_RESTARTS; round++) {
       for (const name of ['a', 'b'] as const) {
         const [code] = await Promise.all([instances[name]!.stop(), create(5)]);
         assert.equal(code, 0, `round ${round}: instance ${name} drained and exited 0`);
         await start(name);
-        await ready(`http://127.0.0.1:${ports[name]}`);
         await create(5);
       }
     }
@@ -222,15 +184,12 @@ test(
 test("a readiness wait through nginx says nothing of the restarted instance: deploy/nginx.conf's header waits on the instance's own port", async (t) => {
   const db = await scratchSchema();
   t.after(() => db.drop());
-  const [front, portA, portB] = [await freePort(), await freePort(), await freePort()];
-  const nginx = await startNginx(mkdtempSync(join(dir, 'readyz-')), front, portA, portB);
-  t.after(() => nginx.stop());
   // Instance a is "being restarted": not listening. Instance b runs.
-  const b = await startServer({ DATABASE_URL: db.url, RATE_LIMIT: 'off', PORT: String(portB) });
-  t.after(() => b.stop());
+  const { nginx, ports, instances } = await twoBehindNginx(t, dir, { DATABASE_URL: db.url }, { start: ['b'] });
+  const b = instances.b!;
   const throughNginx = await fetch(`${nginx.url}/readyz`);
   assert.equal(throughNginx.status, 200, 'nginx answers /readyz 200 from b');
-  await assert.rejects(fetch(`http://127.0.0.1:${portA}/readyz`), 'a does not listen: its own wait goes on');
+  await assert.rejects(fetch(`http://127.0.0.1:${ports.a}/readyz`), 'a does not listen: its own wait goes on');
   // Stopping b now, as that 200 would let an operator do, leaves nginx no instance: a 502.
   assert.equal(await b.stop(), 0);
   const none = await fetch(`${nginx.url}/plants`);

@@ -4,7 +4,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
-import { type ServerProcess, runCli, startServer, callServer } from '../process.js';
+import { type ServerProcess, mintCliToken, startServer, callServer } from '../process.js';
 import { promtool, sample } from '../support/scrape.js';
 import { Receiver } from './webhook-receiver.js';
 import { eventually } from '../support/eventually.js';
@@ -18,12 +18,6 @@ const SCOPES = 'plants:read,plants:write,webhooks:read,webhooks:write';
 const DEADLINE_MS = 20_000;
 
 type T = { after: (fn: () => unknown) => void };
-
-async function tokenFor(env: NodeJS.ProcessEnv): Promise<string> {
-  const minted = await runCli(['token', 'create', '--subject', 'alice', '--scopes', SCOPES, '--json'], env);
-  assert.equal(minted.code, 0, minted.stderr);
-  return (JSON.parse(minted.stdout) as { token: string }).token;
-}
 
 async function server(t: T, env: NodeJS.ProcessEnv): Promise<ServerProcess> {
   const started = await startServer(env);
@@ -60,7 +54,7 @@ const lines = (s: ServerProcess, level: number, msg: RegExp): Array<Record<strin
 
 test('a scrape after deliveries passes `promtool check metrics` with nothing to say, and counts them', async (t) => {
   const env = { DATABASE_URL: `sqlite:${join(dir, 'scrape.db')}`, WEBHOOK_ALLOW_PRIVATE: '1', RATE_LIMIT: 'off' };
-  const token = await tokenFor(env);
+  const token = await mintCliToken(env, 'alice', SCOPES);
   const s = await server(t, env);
   const receiver = new Receiver();
   await receiver.start();
@@ -87,7 +81,7 @@ test('a scrape after deliveries passes `promtool check metrics` with nothing to 
 
 test('WEBHOOK_DELIVERY=off serves everything and sends nothing; the deliveries wait for a server that sends', async (t) => {
   const env = { DATABASE_URL: `sqlite:${join(dir, 'off.db')}`, WEBHOOK_ALLOW_PRIVATE: '1', RATE_LIMIT: 'off' };
-  const token = await tokenFor(env);
+  const token = await mintCliToken(env, 'alice', SCOPES);
   const quiet = await server(t, { ...env, WEBHOOK_DELIVERY: 'off' });
   assert.equal(lines(quiet, 30, /^plant-store serving$/)[0]?.webhookDelivery, 'off');
   assert.equal(lines(quiet, 30, /^webhook delivery is off/).length, 1);
@@ -146,7 +140,7 @@ test('WEBHOOK_DELIVERY=off serves everything and sends nothing; the deliveries w
 test('stored secrets that do not open with SECRETS_KEY are one error line at start, naming the webhooks', async (t) => {
   const keyA = randomBytes(32).toString('base64');
   const env = { DATABASE_URL: `sqlite:${join(dir, 'secrets.db')}`, WEBHOOK_ALLOW_PRIVATE: '1', SECRETS_KEY: keyA };
-  const token = await tokenFor(env);
+  const token = await mintCliToken(env, 'alice', SCOPES);
   const first = await startServer(env);
   const r = await callServer(first, token, 'POST', '/webhooks', JSON.stringify({ url: 'http://127.0.0.1:9/hook' }));
   assert.equal(r.status, 201, r.text);

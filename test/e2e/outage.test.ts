@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { runCli, startServer } from '../process.js';
+import { mintCliToken, startServer } from '../process.js';
 import { eventually } from '../support/eventually.js';
 import { startThrowawayPostgres } from '../support/postgres.js';
 
@@ -44,11 +44,7 @@ test(
     const db = await startThrowawayPostgres();
     t.after(() => db.stop());
     const env = { DATABASE_URL: db.url };
-    const minted = await runCli(
-      ['token', 'create', '--subject', 'alice', '--scopes', 'plants:read,plants:write', '--json'],
-      env,
-    );
-    const { token } = JSON.parse(minted.stdout) as { token: string };
+    const token = await mintCliToken(env);
     const server = await startServer(env);
     t.after(() => server.stop());
     const auth = { authorization: `Bearer ${token}` };

@@ -6,7 +6,7 @@ import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
-import { exitWithin, runCli, startServer } from '../process.js';
+import { exitWithin, mintCliToken, startServer } from '../process.js';
 import { eventually } from '../support/eventually.js';
 import { scratchSchema, stopSharedPostgres } from '../support/postgres.js';
 
@@ -163,11 +163,7 @@ for (const [engine, database] of engines) {
           MAX_EVENT_LOOP_DELAY: 'off',
           SHUTDOWN_GRACE: `${GRACE_MS / 1000}s`,
         };
-        const minted = await runCli(
-          ['token', 'create', '--subject', 'loader', '--scopes', 'plants:read,plants:write', '--json'],
-          env,
-        );
-        const { token } = JSON.parse(minted.stdout) as { token: string };
+        const token = await mintCliToken(env, 'loader');
         const server = await startServer(env, undefined, args);
         t.after(() => server.stop());
         const port = Number(new URL(server.url).port);
@@ -231,8 +227,7 @@ for (const workers of [1, 2]) {
         DATABASE_URL: `sqlite:${join(mkdtempSync(join(dir, 'idle-')), 'store.db')}`,
         SHUTDOWN_GRACE: '10s',
       };
-      const minted = await runCli(['token', 'create', '--subject', 'alice', '--scopes', 'plants:write', '--json'], env);
-      const { token } = JSON.parse(minted.stdout) as { token: string };
+      const token = await mintCliToken(env, 'alice', 'plants:write');
       const server = await startServer(env, undefined, args);
       t.after(() => server.stop());
 

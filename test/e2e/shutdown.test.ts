@@ -5,7 +5,7 @@ import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
-import { type ServerProcess, exitWithin, runCli, startServer } from '../process.js';
+import { type ServerProcess, exitWithin, mintCliToken, startServer } from '../process.js';
 import { eventually } from '../support/eventually.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'plant-store-shutdown-'));
@@ -31,8 +31,7 @@ test(
   { timeout: 60_000 },
   async (t) => {
     const env = { DATABASE_URL: `sqlite:${join(dir, 'store.db')}` };
-    const minted = await runCli(['token', 'create', '--subject', 'alice', '--scopes', 'plants:write', '--json'], env);
-    const { token } = JSON.parse(minted.stdout) as { token: string };
+    const token = await mintCliToken(env, 'alice', 'plants:write');
     const server = await startServer({ ...env, LOG_LEVEL: 'debug' }); // 'incoming request' is a debug line
     t.after(() => server.stop());
 
@@ -134,11 +133,7 @@ test(
     // Its keep-alive timeout is half of it (3 s): how long the idle connections below stay.
     const graceMs = 6000;
     const env = { DATABASE_URL: `sqlite:${join(dir, 'many.db')}`, SHUTDOWN_GRACE: `${graceMs / 1000}s` };
-    const minted = await runCli(
-      ['token', 'create', '--subject', 'alice', '--scopes', 'plants:read,plants:write', '--json'],
-      env,
-    );
-    const { token } = JSON.parse(minted.stdout) as { token: string };
+    const token = await mintCliToken(env);
     const server = await startServer({ ...env, LOG_LEVEL: 'debug' });
     t.after(() => server.stop());
     const port = Number(new URL(server.url).port);
@@ -210,8 +205,7 @@ test(
   async (t) => {
     const graceMs = 1000;
     const env = { DATABASE_URL: `sqlite:${join(dir, 'grace.db')}`, SHUTDOWN_GRACE: `${graceMs}ms` };
-    const minted = await runCli(['token', 'create', '--subject', 'alice', '--scopes', 'plants:write', '--json'], env);
-    const { token } = JSON.parse(minted.stdout) as { token: string };
+    const token = await mintCliToken(env, 'alice', 'plants:write');
     const server = await startServer({ ...env, LOG_LEVEL: 'debug' });
     t.after(() => server.stop());
 

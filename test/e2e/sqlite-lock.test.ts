@@ -5,7 +5,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
-import { runCli, startServer } from '../process.js';
+import { mintCliToken, startServer } from '../process.js';
 
 // Another process holding SQLite's write lock (an operator's sqlite3 session, a long
 // import, another worker) must not freeze the server: other requests are served, and a write
@@ -42,11 +42,7 @@ test(
   async (t) => {
     const path = join(dir, 'store.db');
     const env = { DATABASE_URL: `sqlite:${path}` };
-    const minted = await runCli(
-      ['token', 'create', '--subject', 'alice', '--scopes', 'plants:read,plants:write', '--json'],
-      env,
-    );
-    const { token } = JSON.parse(minted.stdout) as { token: string };
+    const token = await mintCliToken(env);
     const server = await startServer(env);
     t.after(() => server.stop());
     const headers = { authorization: `Bearer ${token}`, 'content-type': 'application/json' };

@@ -5,7 +5,7 @@ import { type Server, createServer, get } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { type ServerProcess, runCli, startServer, callServer } from '../process.js';
+import { type ServerProcess, mintCliToken, startServer, callServer } from '../process.js';
 import { eventually } from '../support/eventually.js';
 import { freePort, scratchSchema, stopSharedPostgres } from '../support/postgres.js';
 import { Receiver } from './webhook-receiver.js';
@@ -172,9 +172,7 @@ for (const engine of ['sqlite', 'postgres'] as const) {
         OTEL_BSP_SCHEDULE_DELAY: '100',
         OTEL_SERVICE_NAME: `plant-store-${engine}`,
       };
-      const minted = await runCli(['token', 'create', '--subject', 'alice', '--scopes', SCOPES, '--json'], env);
-      assert.equal(minted.code, 0, minted.stderr);
-      token = (JSON.parse(minted.stdout) as { token: string }).token;
+      token = await mintCliToken(env, 'alice', SCOPES);
       server = await startServer(env);
     });
     after(async () => {
@@ -283,8 +281,7 @@ test('the default protocol is OTLP/HTTP protobuf to /v1/traces', async (t) => {
     OTEL_EXPORTER_OTLP_ENDPOINT: collector.endpoint,
     OTEL_BSP_SCHEDULE_DELAY: '100',
   };
-  const minted = await runCli(['token', 'create', '--subject', 'bob', '--scopes', 'plants:read', '--json'], env);
-  const token = (JSON.parse(minted.stdout) as { token: string }).token;
+  const token = await mintCliToken(env, 'bob', 'plants:read');
   const server = await startServer(env);
   t.after(() => server.stop());
   const listed = await callServer(server, token, 'GET', '/plants', undefined, {
@@ -309,8 +306,7 @@ test('without an OTLP endpoint nothing is exported and no span header is sent', 
   await receiver.start();
   t.after(() => receiver.stop());
   const env = { DATABASE_URL: `sqlite:${join(dir, 'untraced.db')}`, WEBHOOK_ALLOW_PRIVATE: '1' };
-  const minted = await runCli(['token', 'create', '--subject', 'carol', '--scopes', SCOPES, '--json'], env);
-  const token = (JSON.parse(minted.stdout) as { token: string }).token;
+  const token = await mintCliToken(env, 'carol', SCOPES);
   const server = await startServer({ ...env, OTEL_EXPORTER_OTLP_ENDPOINT: '' });
   t.after(() => server.stop());
   assert.equal(startupLine(server).tracing, 'off');

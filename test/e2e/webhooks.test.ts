@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
-import { type ServerProcess, runCli, startServer, callServer } from '../process.js';
+import { type ServerProcess, mintCliToken, startServer, callServer } from '../process.js';
 import { eventually } from '../support/eventually.js';
 import { scratchSchema, stopSharedPostgres } from '../support/postgres.js';
 import { Receiver } from './webhook-receiver.js';
@@ -49,9 +49,7 @@ async function setup(engine: string, t: T, name: string, instances = 1, extra: N
     RATE_LIMIT: 'off',
     ...extra,
   };
-  const minted = await runCli(['token', 'create', '--subject', 'alice', '--scopes', SCOPES, '--json'], env);
-  assert.equal(minted.code, 0, minted.stderr);
-  const { token } = JSON.parse(minted.stdout) as { token: string };
+  const token = await mintCliToken(env, 'alice', SCOPES);
   for (let i = 0; i < instances; i++) servers.push(await startServer(env));
   return { env, token, servers };
 }

@@ -5,7 +5,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
-import { runCli, startServer } from '../process.js';
+import { runCli, mintCliToken, startServer } from '../process.js';
 import { eventually } from '../support/eventually.js';
 import { scratchSchema, stopSharedPostgres } from '../support/postgres.js';
 
@@ -28,10 +28,7 @@ for (const [engine, database] of engines) {
     const db = await database();
     t.after(() => db.drop());
     const env = { DATABASE_URL: db.url };
-    const { token } = JSON.parse(
-      (await runCli(['token', 'create', '--subject', 'alice', '--scopes', 'plants:read,plants:write', '--json'], env))
-        .stdout,
-    ) as { token: string };
+    const token = await mintCliToken(env);
     const server = await startServer(env, undefined, ['--workers', '2']);
     t.after(() => server.stop());
 

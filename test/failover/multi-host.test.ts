@@ -3,7 +3,7 @@ import { execFile } from 'node:child_process';
 import { type TestContext, after, before, test } from 'node:test';
 import { postgresMigrations } from '../../src/store/postgres/migrations.js';
 import { type PostgresStore, openPostgres } from '../../src/store/postgres/store.js';
-import { callServer, runCli, startServer } from '../process.js';
+import { callServer, runCli, mintCliToken, startServer } from '../process.js';
 import { eventually } from '../support/eventually.js';
 import { servedApp } from '../support/served-app.js';
 import { type ReplicaPair, silentProxy, startReplicaPair } from './replica-pair.js';
@@ -250,10 +250,7 @@ test('serve on the multi-host URL: after the primary dies and the standby is pro
   const url = fresh.url([fresh.primary, fresh.standby], 'target_session_attrs=read-write');
   const server = await startServer({ DATABASE_URL: url, DATABASE_FAILOVER_WAIT: '2s' });
   try {
-    const minted = await runCli(['token', 'create', '--subject', 'alice', '--scopes', 'plants:write'], {
-      DATABASE_URL: url,
-    });
-    const token = minted.stdout.trim();
+    const token = await mintCliToken({ DATABASE_URL: url }, 'alice', 'plants:write');
     assert.equal((await callServer(server, token, 'POST', '/plants', '{"id":1,"name":"Fern"}')).status, 200);
     const first = await (await fetch(`${server.url}/metrics`)).text();
     assert.match(first, new RegExp(`^plant_store_database_host\\{host="127.0.0.1:${fresh.primary.port}"\\} 1$`, 'm'));

@@ -4,7 +4,7 @@ import { type Server, createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { type TestContext, test } from 'node:test';
 import { Follower } from '../e2e/event-follower.js';
-import { type ServerProcess, callServer, runCli, startServer } from '../process.js';
+import { type ServerProcess, callServer, mintCliToken, startServer } from '../process.js';
 import { eventually } from '../support/eventually.js';
 import { type Cluster, skipWithout, startCluster } from './cluster.js';
 
@@ -157,9 +157,7 @@ test(
     t.after(() => a.stop());
     const b = await startServer(proxied);
     t.after(() => b.stop());
-    const minted = await runCli(['token', 'create', '--subject', 'alice', '--scopes', SCOPES], direct);
-    assert.equal(minted.code, 0, minted.stderr);
-    const token = minted.stdout.trim();
+    const token = await mintCliToken(direct, 'alice', SCOPES);
     const hook = await receiver(t);
     const made = await callServer(a, token, 'POST', '/webhooks', JSON.stringify({ url: hook.url }));
     assert.equal(made.status, 201, made.text);

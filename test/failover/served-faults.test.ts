@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
-import { callServer, runCli, startServer, type ServerProcess } from '../process.js';
+import { callServer, mintCliToken, startServer, type ServerProcess } from '../process.js';
 import { Receiver } from '../e2e/webhook-receiver.js';
 import { eventually } from '../support/eventually.js';
 import { type ReplicaPair, silentProxy, startReplicaPair } from './replica-pair.js';
@@ -57,9 +57,7 @@ test('asynchronous loss under serve: no webhook-id delivered with two different 
   const env = { DATABASE_URL: url, RATE_LIMIT: 'off', WEBHOOK_ALLOW_PRIVATE: '1' };
   const server = await startServer(env);
   t.after(() => server.stop());
-  const minted = await runCli(['token', 'create', '--subject', 'alice', '--scopes', SCOPES], env);
-  assert.equal(minted.code, 0, minted.stderr);
-  const token = minted.stdout.trim();
+  const token = await mintCliToken(env, 'alice', SCOPES);
   const hook = new Receiver();
   await hook.start();
   t.after(() => hook.stop());
@@ -118,9 +116,7 @@ test('after a silent primary and its promoted standby, SIGTERM ends serve cleanl
   // The shipped defaults: DATABASE_FAILOVER_WAIT 10 s, SHUTDOWN_GRACE 10 s.
   const env = { DATABASE_URL: url, RATE_LIMIT: 'off', SHUTDOWN_GRACE: '10s' };
   const server = await startServer(env);
-  const minted = await runCli(['token', 'create', '--subject', 'alice', '--scopes', SCOPES], env);
-  assert.equal(minted.code, 0, minted.stderr);
-  const token = minted.stdout.trim();
+  const token = await mintCliToken(env, 'alice', SCOPES);
   const stream = await fetch(`${server.url}/events`, {
     headers: { authorization: `Bearer ${token}`, accept: 'text/event-stream' },
   });
@@ -165,9 +161,7 @@ test('serve writes to the promoted standby, which stops; its old primary comes b
   const env = { DATABASE_URL: url, RATE_LIMIT: 'off', DATABASE_FAILOVER_WAIT: '2s' };
   const server = await startServer(env);
   try {
-    const minted = await runCli(['token', 'create', '--subject', 'alice', '--scopes', SCOPES], env);
-    assert.equal(minted.code, 0, minted.stderr);
-    const token = minted.stdout.trim();
+    const token = await mintCliToken(env, 'alice', SCOPES);
     assert.equal((await callServer(server, token, 'POST', '/plants', '{"id":1,"name":"Fern"}')).status, 200);
     await pair.stop(pair.primary, 'kill');
     await pair.promote(pair.standby);

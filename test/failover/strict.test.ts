@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { type ServerProcess, callServer, runCli, startServer } from '../process.js';
+import { type ServerProcess, callServer, mintCliToken, startServer } from '../process.js';
 import { eventually } from '../support/eventually.js';
 import { skipWithout, startCluster } from './cluster.js';
 
@@ -60,9 +60,7 @@ test(
     const env = { RATE_LIMIT: 'off', DATABASE_URL: c.multiHostUrl('plants'), DATABASE_FAILOVER_WAIT: FAILOVER_WAIT };
     const server = await startServer(env);
     t.after(() => server.stop());
-    const minted = await runCli(['token', 'create', '--subject', 'alice', '--scopes', 'plants:read,plants:write'], env);
-    assert.equal(minted.code, 0, minted.stderr);
-    const token = minted.stdout.trim();
+    const token = await mintCliToken(env);
     /** Until Patroni has seen the standby go: the leader's /sync key names no sync standby. */
     const noSyncStandby = () =>
       eventually(

@@ -9,7 +9,7 @@ import { type TestContext, after, before, test } from 'node:test';
 import { type JWTPayload, SignJWT, exportJWK, generateKeyPair } from 'jose';
 import { mintToken } from '../../src/auth/token.js';
 import { parseRaw, rawExchange } from '../http/support.js';
-import { type CliResult, runCli, startServer } from '../process.js';
+import { type CliResult, runCli, mintCliToken, startServer } from '../process.js';
 import { eventually } from '../support/eventually.js';
 
 // Issue: "a test reads the logs of a full run and finds no secret". The real process and the real
@@ -271,8 +271,7 @@ for (const level of ['trace', 'info']) {
 test('a token sent in the URL query (RFC 6750 §2.3, which the service does not accept) is not written to the logs', async (t) => {
   const cwd = mkdtempSync(join(dir, 'query-'));
   const env = { DATABASE_URL: `sqlite:${join(cwd, 'store.db')}` };
-  const created = await runCli(['token', 'create', '--subject', 'alice', '--scopes', 'plants:read', '--json'], env);
-  const { token } = JSON.parse(created.stdout) as Issued;
+  const token = await mintCliToken(env, 'alice', 'plants:read');
   const server = await startServer(env, cwd);
   t.after(() => server.stop());
   const res = await fetch(`${server.url}/plants?access_token=${token}`);
@@ -289,8 +288,7 @@ test('a token sent in the URL query (RFC 6750 §2.3, which the service does not 
 
 test('token revoke given the whole token revokes it by its id, and does not print the token', async () => {
   const env = { DATABASE_URL: `sqlite:${join(mkdtempSync(join(dir, 'revoke-')), 'store.db')}` };
-  const created = await runCli(['token', 'create', '--subject', 'alice', '--scopes', 'plants:read', '--json'], env);
-  const { token } = JSON.parse(created.stdout) as Issued;
+  const token = await mintCliToken(env, 'alice', 'plants:read');
   const r = await runCli(['token', 'revoke', token], env);
   assert.equal(r.code, 0, r.stderr);
   assert.match(r.stderr, /^Revoked token [0-9A-Za-z]{12}\./m);
