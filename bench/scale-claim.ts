@@ -12,7 +12,7 @@ import type { openPostgres as OpenPostgres } from '../src/store/postgres/store.j
 import type { openSqlite as OpenSqlite } from '../src/store/sqlite/store.js';
 import type { Store } from '../src/store/store.js';
 import { type Engine, createRunDb } from './kit/scale.js';
-import { seedEvents } from './scale-deliveries.js';
+import { deliveriesHavePlant, seedEvents } from './scale-deliveries.js';
 
 const args = process.argv.slice(2);
 const engineAt = args.indexOf('--engine');
@@ -32,9 +32,11 @@ await db.sql(
 );
 await seedEvents(db, 10, `'background'`, 3_600_000, now);
 const every = Math.max(1, Math.floor(n / 64));
+// As the fan-out makes them: each with its event's plant, where the schema keeps it (order per plant).
+const plant = (await deliveriesHavePlant(db)) ? ['plant_id, ', 'e.plant_id, '] : ['', ''];
 await db.sql(
-  `INSERT INTO deliveries (webhook_id, event_id, type, status, attempts, next_attempt_at, created_at)
-   SELECT w.id, e.id, 'plant.created', 'pending', 0, ${now}, ${now} FROM webhooks w, events e
+  `INSERT INTO deliveries (webhook_id, event_id, ${plant[0]}type, status, attempts, next_attempt_at, created_at)
+   SELECT w.id, e.id, ${plant[1]}'plant.created', 'pending', 0, ${now}, ${now} FROM webhooks w, events e
    WHERE e.id <= 2 AND (${sparse ? 1 : 0} = 0 OR ${pg ? 'right(w.id, 15)::int' : 'CAST(substr(w.id, 2) AS INTEGER)'} % ${every} = 0)`,
 );
 await db.sql(pg ? 'VACUUM ANALYZE' : 'ANALYZE');

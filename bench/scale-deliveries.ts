@@ -24,11 +24,23 @@ export async function seedEvents(db: RunDb, n: number, owner: string, spanMs: nu
   if (db.engine === 'postgres') await db.sql(`SELECT setval('events_id_seq', ${n})`);
 }
 
+/** Whether the schema copies each delivery's plant (order per plant): a checkout before it has no such column. */
+export async function deliveriesHavePlant(db: RunDb): Promise<boolean> {
+  const [row] = await db.sql(
+    db.engine === 'postgres'
+      ? "SELECT count(*)::int AS n FROM information_schema.columns WHERE table_name = 'deliveries' AND column_name = 'plant_id'"
+      : "SELECT count(*) AS n FROM pragma_table_info('deliveries') WHERE name = 'plant_id'",
+  );
+  return Number(row?.n) > 0;
+}
+
 export async function seedDeliveries(db: RunDb, n: number, webhook: string, now: number): Promise<void> {
+  // As the fan-out makes them: each with its event's plant, where the schema keeps it.
+  const plant = (await deliveriesHavePlant(db)) ? ['plant_id, ', 'plant_id, '] : ['', ''];
   await db.sql(
-    `INSERT INTO deliveries (id, webhook_id, event_id, type, status, attempts, next_attempt_at, created_at)
-     SELECT i, '${webhook}', i, 'plant.created', 'pending', 0, ${now - 1000}, created_at FROM
-     (SELECT id AS i, created_at FROM events WHERE id <= ${n}) AS t`,
+    `INSERT INTO deliveries (id, webhook_id, event_id, ${plant[0]}type, status, attempts, next_attempt_at, created_at)
+     SELECT i, '${webhook}', i, ${plant[1]}'plant.created', 'pending', 0, ${now - 1000}, created_at FROM
+     (SELECT id AS i, plant_id, created_at FROM events WHERE id <= ${n}) AS t`,
   );
   if (db.engine === 'postgres') await db.sql(`SELECT setval('deliveries_id_seq', ${n})`);
 }
