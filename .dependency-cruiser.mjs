@@ -13,7 +13,7 @@
 const WIRE = '^src/wire/';
 const BASE_FILES = '^src/(config|errors|tracing-hooks|knockouts)[.]ts$';
 const BASE = `${WIRE}|${BASE_FILES}`;
-const INFRASTRUCTURE = '^src/(http|auth|store)/|^src/redis[.]ts$';
+const INFRASTRUCTURE = '^src/(http|auth|store|brokers)/|^src/redis[.]ts$';
 const FEATURES = '^src/(plants|webhooks|events|transfer)/';
 
 /** A rule that lets the modules matching `from` import, of the service, only what matches `allowed`. */
@@ -79,6 +79,7 @@ export default {
       'http/ imports auth/, store/ and base, never a feature.',
     ),
     only('layer-redis', '^src/redis[.]ts$', BASE, 'redis.ts imports base only.'),
+    only('layer-brokers', '^src/brokers/', `^src/brokers/|${BASE}`, 'brokers/ (NATS, RabbitMQ) imports base only.'),
     only(
       'layer-features',
       '^src/(plants|webhooks|events)/',

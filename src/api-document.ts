@@ -88,7 +88,7 @@ const PARTS: readonly ApiPart[] = [PLANTS_API, ERRORS_API, WEBHOOKS_API, EVENTS_
 export const API_DESCRIPTION: ApiDescription = {
   info: {
     title: 'Plant Store',
-    version: '1.3.0',
+    version: '1.4.0',
     description: DESCRIPTION,
     // Spectral's info-contact: who answers for this API. No address is given, since each
     // deployment has its own operators; PUBLIC_URL's server is where to find them.

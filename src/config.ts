@@ -4,6 +4,7 @@
 // bin/plant-store.js, which decides whether serve traces; with tracing on, the OpenTelemetry SDK
 // reads its own OTEL_* variables.
 import { isIP } from 'node:net';
+import { type BrokerSetting, BrokerSettingError, parseBrokers } from './wire/broker-settings.js';
 import { PostgresUrlError, describePostgresUrl, parsePostgresUrl } from './wire/postgres-url.js';
 
 export interface RateLimit {
@@ -105,6 +106,8 @@ export interface EventSettings {
    * instances kept for the API alone); the deliveries wait in the database for a server that sends.
    */
   readonly delivery: boolean;
+  /** BROKERS: the message brokers destinations may publish to, each with what it allows. */
+  readonly brokers: readonly BrokerSetting[];
 }
 
 export class ConfigError extends Error {
@@ -368,7 +371,17 @@ function parseEventSettings(env: NodeJS.ProcessEnv): EventSettings {
     heartbeatMs: 15_000,
     maxStreamsPerToken: 5,
     delivery: parseOnOff(env.WEBHOOK_DELIVERY, 'WEBHOOK_DELIVERY', 'send webhooks, the default'),
+    brokers: Object.freeze(brokerSettings(env.BROKERS)),
   });
+}
+
+function brokerSettings(text: string | undefined): BrokerSetting[] {
+  try {
+    return parseBrokers(text);
+  } catch (error) {
+    if (error instanceof BrokerSettingError) throw new ConfigError(error.message);
+    throw error;
+  }
 }
 
 export function parseWorkers(text: string): number {

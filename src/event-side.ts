@@ -1,4 +1,5 @@
 import type { FastifyBaseLogger } from 'fastify';
+import { Brokers } from './brokers/broker.js';
 import type { EventSettings } from './config.js';
 import { EventPruner } from './events/pruner.js';
 import type { Store } from './store/store.js';
@@ -7,9 +8,12 @@ import type { AttemptResultKind } from './webhooks/attempt-result.js';
 import { Dispatcher } from './webhooks/dispatcher.js';
 import { SecretBox } from './webhooks/secret-box.js';
 import { WebhookSender } from './webhooks/sender.js';
+import { TargetSender } from './webhooks/target-sender.js';
 
 export interface EventSide {
   readonly dispatcher: Dispatcher;
+  /** The brokers BROKERS names, connected while this process sends. */
+  readonly brokers: Brokers;
   /** Stops pruning, drains the dispatcher (the requests out finish and are recorded), closes the sender. */
   stop(): Promise<void>;
 }
@@ -30,11 +34,16 @@ export function startEventSide(
   requests: () => number,
   observe?: (result: AttemptResultKind, seconds: number) => void,
 ): EventSide {
-  const sender = new WebhookSender({
-    allowPrivate: settings.allowPrivateTargets,
-    timeoutMs: settings.deliveryTimeoutMs,
-    connectionsPerOrigin: settings.maxInFlightPerWebhook,
-  });
+  const brokers = new Brokers(settings.brokers, log);
+  const sender = new TargetSender(
+    new WebhookSender({
+      allowPrivate: settings.allowPrivateTargets,
+      timeoutMs: settings.deliveryTimeoutMs,
+      connectionsPerOrigin: settings.maxInFlightPerWebhook,
+    }),
+    brokers,
+    settings.deliveryTimeoutMs,
+  );
   const dispatcher = new Dispatcher(
     store,
     sender,
@@ -46,11 +55,14 @@ export function startEventSide(
     observe,
   );
   const pruner = new EventPruner(store, settings.retentionMs, log);
-  if (settings.delivery) dispatcher.start();
-  else log.info('webhook delivery is off (WEBHOOK_DELIVERY=off): this process sends no webhook');
+  if (settings.delivery) {
+    brokers.start();
+    dispatcher.start();
+  } else log.info('webhook delivery is off (WEBHOOK_DELIVERY=off): this process sends no webhook');
   pruner.start();
   return {
     dispatcher,
+    brokers,
     stop: async () => {
       // A dispatcher never started holds no lease: nothing to give back.
       await Promise.all([pruner.stop(), settings.delivery ? dispatcher.drain() : undefined]);

@@ -108,6 +108,10 @@ export function settingsSummary(config: Config, port = config.port): Record<stri
     rateLimit: rateLimitText(config.rateLimit),
     workers: config.workers,
     webhookDelivery: config.events.delivery ? 'on' : 'off',
+    // The brokers destinations may publish to, each URL without its password.
+    ...(config.events.brokers.length > 0 && {
+      brokers: config.events.brokers.map((b) => `${b.name}=${b.shown} (allow ${b.allow})`).join(', '),
+    }),
     // WEBHOOK_ALLOW_PRIVATE=1 is for development: a server started with it says so.
     ...(config.events.allowPrivateTargets
       ? { webhookAllowPrivate: 'on: http:// and private addresses are allowed (development only)' }

@@ -126,6 +126,7 @@ export async function serve(config: Config, env: NodeJS.ProcessEnv): Promise<voi
     () => requests,
     (result, seconds) => app.metrics.observeAttempt(result, seconds),
   );
+  app.metrics.watchBrokers(events.brokers);
 
   let stopping = false;
   const stop = (signal: NodeJS.Signals): void => {

@@ -26,6 +26,8 @@ import { type ThrowawayPostgres, startThrowawayPostgres } from './support/postgr
  *   the packed client, run as a reader runs them;
  * - `deploy` (`npm run test:deploy`): deploy/'s files (the service unit, alert rules, HAProxy) and .ci/run;
  * - `browser`, `e2e`, `failover`: test/browser/, test/e2e/, test/failover/;
+ * - `brokers` (`npm run test:brokers`): destinations on NATS with JetStream (127.0.0.1:4222) and
+ *   RabbitMQ (127.0.0.1:5672, guest/guest), the brokers this machine runs;
  * - `timing` (`npm run test:timing`): the files whose tests wait on real time, signals and
  *   processes, which `.ci/run` runs with a core kept busy.
  * TEST_CONCURRENCY sets how many files run at once (default: the cores, plus one: most files
@@ -55,7 +57,7 @@ function testFiles(dir: string): string[] {
 /** The folders test/postgres/ runs again, unchanged, on PostgreSQL (TEST_ENGINE=postgres). */
 const RERUN_ON_POSTGRES = /^test\/(http|plants|events|webhooks)\//;
 /** Suites of their own, not `npm test`'s: real processes and servers, browsers, the deploy files. */
-const OWN_SUITE = /^test\/(e2e|browser|failover|deploy|postgres|docs|generated)\//;
+const OWN_SUITE = /^test\/(e2e|browser|failover|deploy|postgres|docs|generated|brokers)\//;
 /** The documentation, the generated clients and the packages, run as a reader runs them. */
 const AS_PRINTED =
   /^(test\/(docs|generated)\/|packages\/client\/test\/pack\.test\.ts$|test\/cli\/checkout-command\.test\.ts$|test\/http\/spectral\.test\.ts$)/;
@@ -94,6 +96,7 @@ const SUITES: Record<string, Suite> = {
   docs: { files: () => FOLDERS.flatMap(testFiles).filter((file) => AS_PRINTED.test(file)) },
   deploy: { files: () => testFiles('test').filter((file) => file.startsWith('test/deploy/')) },
   failover: { files: () => testFiles('test').filter((file) => file.startsWith('test/failover/')) },
+  brokers: { files: () => testFiles('test').filter((file) => file.startsWith('test/brokers/')) },
   browser: { files: () => testFiles('test').filter((file) => file.startsWith('test/browser/')) },
   e2e: { files: () => testFiles('test').filter((file) => file.startsWith('test/e2e/')) },
   timing: {

@@ -61,7 +61,10 @@ const WEBHOOKS_USAGE = `  webhooks list [--subject <user>] [--json]
                                 status, creation; never their secrets
   webhooks add --subject <user> --url <https://…> [--events plant.created,plant.deleted]
                [--description <text>] [--all-plants] [--json]
-                                subscribe a URL for a subject; the signing secret is printed once.
+  webhooks add --subject <user> --broker <name> (--broker-subject <s> | --routing-key <k>) [...]
+                                subscribe a URL, or a destination on a broker BROKERS names (a NATS
+                                subject, a RabbitMQ routing key), for a subject; the signing secret
+                                is printed once.
                                 --all-plants: every plant's events (as a plants:admin caller gets)
   webhooks remove <webhook-id>  delete a webhook and its delivery records
   webhooks deliveries <webhook-id> [--limit N] [--before <delivery-id>] [--json]

@@ -8,6 +8,7 @@ import { commandName } from './invocation.js';
 import { shellWord } from '../wire/shell.js';
 import { parseDecimalBigInt } from '../wire/int64.js';
 import type { Store } from '../store/store.js';
+import type { Destination } from '../brokers/destination.js';
 import type { EventType } from '../store/event-store.js';
 import { EVENT_TYPES } from '../store/event-store.js';
 import type { WebhookService } from '../webhooks/webhook.service.js';
@@ -17,6 +18,31 @@ import { UsageError, err, out, table } from './output.js';
 import { DELIVERIES } from './usage.js';
 
 type WithStore = <T>(run: (store: Store) => Promise<T>) => Promise<T>;
+
+/** `--broker` with `--broker-subject` (NATS) or `--routing-key` (RabbitMQ): a destination; none of them: none. */
+function destinationOption(values: {
+  broker?: string | undefined;
+  'broker-subject'?: string | undefined;
+  'routing-key'?: string | undefined;
+}): Destination | undefined {
+  const { broker, 'broker-subject': subject, 'routing-key': routingKey } = values;
+  if (broker === undefined && subject === undefined && routingKey === undefined) return undefined;
+  if (broker === undefined || (subject === undefined) === (routingKey === undefined)) {
+    throw new UsageError(
+      '--broker <name> takes one of --broker-subject <subject> (NATS) or --routing-key <key> (RabbitMQ)',
+      'webhooks add',
+    );
+  }
+  return subject !== undefined ? { broker, subject } : { broker, routingKey: routingKey! };
+}
+
+/** A destination as the listing shows it: `nats:<broker>:<subject>` or `amqp:<broker>:<routing key>`. */
+export function destinationText(destination: Destination | null): string {
+  if (destination === null) return '-';
+  return 'subject' in destination
+    ? `nats:${destination.broker}:${destination.subject}`
+    : `amqp:${destination.broker}:${destination.routingKey}`;
+}
 
 function parseEvents(text: string | undefined): EventType[] | undefined {
   if (text === undefined) return undefined;
@@ -64,7 +90,14 @@ export async function webhooksCommand(sub: string | undefined, args: string[], w
             table([
               ['ID', 'SUBJECT', 'URL', 'EVENTS', 'STATUS', 'CREATED', 'OLD SECRET SIGNS UNTIL'],
               ...hooks.map((h) => [
-                ...[h.id, h.subject, h.url, h.events.join(','), h.status, h.createdAt],
+                ...[
+                  h.id,
+                  h.subject,
+                  h.url ?? destinationText(h.destination),
+                  h.events.join(','),
+                  h.status,
+                  h.createdAt,
+                ],
                 h.previousSecretExpiresAt ?? '-',
               ]),
             ]),
@@ -75,19 +108,27 @@ export async function webhooksCommand(sub: string | undefined, args: string[], w
         const { values } = parseCommand('webhooks add', args, {
           subject: 'string',
           url: 'string',
+          broker: 'string',
+          'broker-subject': 'string',
+          'routing-key': 'string',
           events: 'string',
           description: 'string',
           'all-plants': 'boolean',
           json: 'boolean',
         });
-        if (!values.subject || !values.url)
-          throw new UsageError('webhooks add needs --subject <user> and --url <https://…>', 'webhooks add');
+        const destination = destinationOption(values);
+        if (!values.subject || (values.url === undefined) === (destination === undefined))
+          throw new UsageError(
+            'webhooks add needs --subject <user> and either --url <https://…> or --broker <name> with --broker-subject <subject> or --routing-key <key>',
+            'webhooks add',
+          );
         const events = parseEvents(values.events);
         const created = await withService((service) =>
           service.create({
             owner: values.subject!,
             allPlants: values['all-plants'] ?? false,
-            url: values.url!,
+            url: values.url,
+            destination,
             events,
             description: values.description,
           }),
@@ -98,7 +139,7 @@ export async function webhooksCommand(sub: string | undefined, args: string[], w
         }
         out(created.secret); // alone on stdout: SECRET=$(plant-store webhooks add …) works
         err(
-          `Created webhook ${created.id} for ${values.subject}: ${created.url} (${created.events.join(',')}). ` +
+          `Created webhook ${created.id} for ${values.subject}: ${created.url ?? destinationText(created.destination)} (${created.events.join(',')}). ` +
             'Copy the signing secret now: it cannot be shown again.',
         );
         return 0;

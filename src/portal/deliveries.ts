@@ -4,7 +4,7 @@ import { FormDialog } from './dialogs.js';
 import { NONE, button, byId, cell, h, replaceKeepingFocus } from './dom.js';
 import { idText } from './json.js';
 import type { Page } from './page.js';
-import type { Activity, Delivery, Webhook } from './shapes.js';
+import { type Activity, type Delivery, type Webhook, targetText } from './shapes.js';
 import { AttemptsView } from './attempts.js';
 import { fromNow, localInputValue, localTime, recoveredWords } from './words.js';
 
@@ -43,7 +43,7 @@ export class DeliveriesPanel {
       this.rows.replaceChildren();
     }
     this.webhook = webhook;
-    this.of.textContent = webhook ? `of ${webhook.url}` : 'Add a webhook to see its deliveries here.';
+    this.of.textContent = webhook ? `of ${targetText(webhook)}` : 'Add a webhook to see its deliveries here.';
     this.body.hidden = webhook === undefined;
   }
 

@@ -8,9 +8,15 @@ import type { DisabledReason } from './words.js';
 export type EventType = 'plant.created' | 'plant.deleted';
 export const EVENT_TYPES: readonly EventType[] = ['plant.created', 'plant.deleted'];
 
+/** Where a webhook's deliveries are published instead of POSTed (interface 1.4.0). */
+export type Destination =
+  { readonly broker: string; readonly subject: string } | { readonly broker: string; readonly routingKey: string };
+
 export interface Webhook {
   readonly id: string;
-  readonly url: string;
+  /** Null for a destination. */
+  readonly url: string | null;
+  readonly destination: Destination | null;
   readonly events: readonly EventType[];
   readonly status: 'active' | 'disabled';
   readonly createdAt: string;
@@ -50,4 +56,11 @@ export interface Activity {
   readonly from: string;
   readonly to: string;
   readonly hours: ReadonlyArray<{ readonly start: string; readonly delivered: number; readonly failed: number }>;
+}
+
+/** A webhook's target as the page names it: its URL, or its broker and subject or routing key. */
+export function targetText(webhook: Pick<Webhook, 'url' | 'destination'>): string {
+  const d = webhook.destination;
+  if (webhook.url !== null || d === null) return webhook.url ?? '';
+  return 'subject' in d ? `NATS ${d.broker}: ${d.subject}` : `RabbitMQ ${d.broker}: ${d.routingKey}`;
 }

@@ -1,7 +1,7 @@
 import { type Child, button, byId, h, replaceKeepingFocus } from './dom.js';
 import { FormDialog, type SecretDialog } from './dialogs.js';
 import type { Page } from './page.js';
-import { EVENT_TYPES, type EventType, type Webhook, type WithSecret } from './shapes.js';
+import { EVENT_TYPES, type EventType, type Webhook, type WithSecret, targetText } from './shapes.js';
 import { failingSince, localInputValue, localTime, recoveredWords, statusWords } from './words.js';
 
 // The Webhooks panel: the caller's webhooks (GET /webhooks) with what can be done to each.
@@ -68,7 +68,7 @@ export class WebhooksPanel {
         class: `webhook ${webhook.status}${failing === null ? '' : ' failing'}`,
         'aria-labelledby': heading,
       },
-      h('h3', { id: heading }, webhook.url),
+      h('h3', { id: heading }, targetText(webhook)),
       webhook.description !== '' && h('p', { class: 'description' }, webhook.description),
       failing !== null && h('p', { class: 'failing-since' }, failingSince(failing, now)),
       h('dl', {}, ...details.flatMap(([term, value]) => [h('dt', {}, term), h('dd', {}, value)])),
@@ -108,7 +108,7 @@ export class WebhooksPanel {
   private async patch(webhook: Webhook, changes: Record<string, unknown>): Promise<string> {
     await this.page().api.send('PATCH', path(webhook), changes);
     return changes.status === 'disabled'
-      ? `Disabled ${webhook.url}: nothing is sent to it, and the events meanwhile are not kept for it; Enable can send them.`
+      ? `Disabled ${targetText(webhook)}: nothing is sent to it, and the events meanwhile are not kept for it; Enable can send them.`
       : 'Saved.';
   }
 
@@ -117,7 +117,7 @@ export class WebhooksPanel {
    * …/recover since the chosen time, two calls as the API has them.
    */
   private openEnable(webhook: Webhook): void {
-    byId('enable-of', HTMLParagraphElement).textContent = webhook.url;
+    byId('enable-of', HTMLParagraphElement).textContent = targetText(webhook);
     const also = byId('enable-recover', HTMLInputElement);
     const field = byId('enable-since', HTMLInputElement);
     also.checked = false;
@@ -127,14 +127,14 @@ export class WebhooksPanel {
       const since = new Date(field.value); // the reader's local time, as the picker shows it
       if (also.checked && Number.isNaN(since.getTime())) throw new Error('Choose a date and time.');
       await this.page().api.send('POST', path(webhook, '/enable'));
-      let said = `Enabled ${webhook.url}: new events are sent to it.`;
+      let said = `Enabled ${targetText(webhook)}: new events are sent to it.`;
       if (also.checked) {
         const { body } = await this.page().api.send<{ requeued: number; created: number }>(
           'POST',
           path(webhook, '/recover'),
           { since: since.toISOString() },
         );
-        said = `Enabled ${webhook.url}. ${recoveredWords(body)}`;
+        said = `Enabled ${targetText(webhook)}. ${recoveredWords(body)}`;
       }
       this.page().notify(said);
       this.page().refresh();
@@ -144,15 +144,20 @@ export class WebhooksPanel {
   private async ping(webhook: Webhook): Promise<string> {
     await this.page().api.send('POST', path(webhook, '/ping'));
     this.selectedId = webhook.id;
-    return `Ping sent to ${webhook.url}: it is in the deliveries as webhook.ping.`;
+    return `Ping sent to ${targetText(webhook)}: it is in the deliveries as webhook.ping.`;
   }
 
   private add(): void {
-    this.fillForm('Add webhook', 'Create webhook', { url: '', description: '', events: EVENT_TYPES });
+    this.fillForm('Add webhook', 'Create webhook', {
+      url: '',
+      destination: null,
+      description: '',
+      events: EVENT_TYPES,
+    });
     this.form.open(async () => {
       const { body } = await this.page().api.send<WithSecret>('POST', 'webhooks', this.formValues());
       this.selectedId = body.id;
-      this.page().notify(`Added ${body.url}.`);
+      this.page().notify(`Added ${targetText(body)}.`);
       this.page().refresh();
       return () => this.secrets.show(body.secret, '');
     });
@@ -164,7 +169,9 @@ export class WebhooksPanel {
       const values = this.formValues();
       // PATCH takes the fields that change, and at least one.
       const changes = Object.fromEntries(
-        Object.entries(values).filter(([name, value]) => String(value) !== String(webhook[name as keyof Webhook])),
+        Object.entries(values).filter(
+          ([name, value]) => String(value) !== String(webhook[name as 'url' | 'description' | 'events']),
+        ),
       );
       if (Object.keys(changes).length === 0) return;
       this.page().notify(await this.patch(webhook, changes));
@@ -173,12 +180,12 @@ export class WebhooksPanel {
   }
 
   private rotateSecret(webhook: Webhook): void {
-    byId('rotate-of', HTMLParagraphElement).textContent = webhook.url;
+    byId('rotate-of', HTMLParagraphElement).textContent = targetText(webhook);
     this.rotate.open(async () => {
       const overlapSeconds = Number(byId('overlap', HTMLSelectElement).value);
       const { body } = await this.page().api.send<WithSecret>('POST', path(webhook, '/secret'), { overlapSeconds });
       const until = localTime(new Date(Date.now() + overlapSeconds * 1000).toISOString());
-      this.page().notify(`Rotated the secret of ${webhook.url}.`);
+      this.page().notify(`Rotated the secret of ${targetText(webhook)}.`);
       const overlap =
         overlapSeconds === 0
           ? 'The old secret no longer signs: only this one does.'
@@ -188,32 +195,36 @@ export class WebhooksPanel {
   }
 
   private delete(webhook: Webhook): void {
-    byId('delete-of', HTMLParagraphElement).textContent = webhook.url;
+    byId('delete-of', HTMLParagraphElement).textContent = targetText(webhook);
     this.remove.open(async () => {
       await this.page().quietly(() => this.page().api.send('DELETE', path(webhook)));
-      this.page().notify(`Deleted ${webhook.url}.`);
+      this.page().notify(`Deleted ${targetText(webhook)}.`);
     });
   }
 
   private fillForm(
     title: string,
     submit: string,
-    values: { url: string; description: string; events: readonly EventType[] },
+    values: Pick<Webhook, 'url' | 'destination' | 'description' | 'events'>,
   ): void {
     byId('webhook-dialog-heading', HTMLHeadingElement).textContent = title;
     byId('webhook-submit', HTMLButtonElement).textContent = submit;
-    byId('webhook-url', HTMLInputElement).value = values.url;
+    // A destination is shown, not edited here: the API or the CLI changes its subject or key.
+    const url = byId('webhook-url', HTMLInputElement);
+    url.value = targetText(values);
+    url.readOnly = values.url === null;
     byId('webhook-description', HTMLInputElement).value = values.description;
     for (const box of this.eventBoxes()) box.checked = values.events.includes(box.value as EventType);
   }
 
-  private formValues(): { url: string; description: string; events: EventType[] } {
+  private formValues(): { url?: string; description: string; events: EventType[] } {
     const events = this.eventBoxes()
       .filter((box) => box.checked)
       .map((box) => box.value as EventType);
     if (events.length === 0) throw new Error('Choose at least one event type.');
+    const url = byId('webhook-url', HTMLInputElement);
     return {
-      url: byId('webhook-url', HTMLInputElement).value.trim(),
+      ...(!url.readOnly && { url: url.value.trim() }),
       description: byId('webhook-description', HTMLInputElement).value,
       events,
     };

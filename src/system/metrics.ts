@@ -1,5 +1,6 @@
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
+import type { Brokers } from '../brokers/broker.js';
 import { bearerCredential } from '../auth/authenticate.js';
 import { hashToken, sameHash } from '../auth/token.js';
 import { HttpError } from '../errors.js';
@@ -137,6 +138,20 @@ export class Metrics {
         },
       });
     }
+  }
+
+  /** plant_store_broker_up: 1 for each broker BROKERS names while its connection is up, else 0. */
+  watchBrokers(brokers: Pick<Brokers, 'states'>): void {
+    if (brokers.states().size === 0) return;
+    new Gauge({
+      name: 'plant_store_broker_up',
+      help: 'Each broker BROKERS names (label broker): 1 while this process is connected to it, 0 while it reconnects',
+      labelNames: ['broker'],
+      registers: [this.registry],
+      collect() {
+        for (const [broker, state] of brokers.states()) this.set({ broker }, state === 'up' ? 1 : 0);
+      },
+    });
   }
 
   /** The text of a scrape: this app's metrics and the process's. */

@@ -70,7 +70,8 @@ export class Dispatcher {
 
   constructor(
     private readonly store: Store,
-    private readonly sender: WebhookSender,
+    /** Sends one attempt: a WebhookSender, or a TargetSender for URLs and destinations. */
+    private readonly sender: Pick<WebhookSender, 'send'>,
     private readonly box: SecretBox,
     private readonly settings: EventSettings,
     private readonly log: FastifyBaseLogger,

@@ -39,7 +39,7 @@ export interface AttemptContext {
 }
 
 /**
- * What an attempt means for its delivery and webhook: 2xx delivered; 410 failed, and the webhook
+ * What an attempt means for its delivery and webhook: 2xx (or a broker's acknowledgement) delivered; 410 failed, and the webhook
  * disabled; anything else retried on the schedule, then failed. A 429 or 503 with Retry-After
  * waits at least that long (at most 24 h), the schedule's wait if longer. `attempt` counts from 1
  * in the current schedule (a recover starts it over).
@@ -52,7 +52,8 @@ export function outcomeOf(
   { now = Date.now(), retries = true }: AttemptContext = {},
 ): AttemptOutcome {
   const status = result.status ?? null;
-  const ok = result.error === undefined && status !== null && status >= 200 && status < 300;
+  const ok =
+    result.error === undefined && (result.accepted === true || (status !== null && status >= 200 && status < 300));
   const common = {
     lastStatus: status,
     disableWhenFailingForMs: settings.disableAfterFailingMs,

@@ -92,8 +92,9 @@ export class ReceiverKnowledge {
     const { id } = webhook;
     const origin = originOf(webhook.url);
     this.trying.delete(id);
-    if (result.status !== undefined && result.error === undefined) this.answering.set(origin, this.perWebhook);
-    else this.answering.delete(origin);
+    if ((result.status !== undefined || result.accepted === true) && result.error === undefined) {
+      this.answering.set(origin, this.perWebhook);
+    } else this.answering.delete(origin);
     if (attemptResultKind(result) === 'delivered') {
       this.struggling.delete(id);
       this.answered.set(id, origin);

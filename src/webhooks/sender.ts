@@ -56,6 +56,8 @@ export interface WebhookAttempt {
   refused?: true;
   /** The Retry-After header of a 429 or 503 answer, as sent. */
   retryAfter?: string;
+  /** A broker acknowledged the message (a destination's attempt): delivered, with no HTTP status. */
+  accepted?: true;
 }
 
 /** Error codes of Node sockets, in the words a delivery record shows its owner. */

@@ -28,7 +28,7 @@ export function webhookRoutes(service: WebhookService): FastifyPluginAsyncTypebo
           operationId: 'createWebhook',
           summary: 'Subscribe to events',
           description:
-            'Registers a URL to receive plant.created and plant.deleted events (or those listed), signed as Standard Webhooks says. The answer carries the signing secret: it is shown this once.',
+            'Registers a URL to receive plant.created and plant.deleted events (or those listed), signed as Standard Webhooks says, or a destination on a broker the operator named (a NATS JetStream subject, a RabbitMQ routing key) to publish them to. The answer carries the signing secret: it is shown this once.',
           tags,
           security,
           body: NewWebhookSchema,
@@ -43,6 +43,7 @@ export function webhookRoutes(service: WebhookService): FastifyPluginAsyncTypebo
           owner: principal.subject,
           allPlants: principal.scopes.has('plants:admin'),
           url: request.body.url,
+          destination: request.body.destination,
           events: request.body.events,
           description: request.body.description,
         });

@@ -13,6 +13,7 @@ import { TEXT_RULE, textPattern } from '../wire/schemas.js';
 export const EXAMPLE_WEBHOOK = {
   id: 'wh_5Hc2vKQ9XyPz3mTb',
   url: 'https://example.com/hooks/plants',
+  destination: null,
   events: ['plant.created', 'plant.deleted'],
   status: 'active',
   createdAt: '2025-03-01T09:30:00.000Z',
@@ -55,13 +56,62 @@ const WebhookUrl = Type.String({
   examples: [EXAMPLE_WEBHOOK.url],
 });
 
+const BrokerName = Type.String({
+  minLength: 1,
+  maxLength: 64,
+  description: 'a broker the operator named in BROKERS',
+  examples: ['events'],
+});
+
+export const DestinationSchema = Type.Union(
+  [
+    Type.Object(
+      {
+        broker: BrokerName,
+        subject: Type.String({
+          minLength: 1,
+          maxLength: 255,
+          description: "a NATS subject: the broker's allowed prefix, or that prefix, `.` and more; no wildcard",
+          examples: ['plants.events'],
+        }),
+      },
+      { additionalProperties: false, title: 'NatsDestination', description: 'a JetStream subject on a NATS broker' },
+    ),
+    Type.Object(
+      {
+        broker: BrokerName,
+        routingKey: Type.String({
+          maxLength: 255,
+          description: "the routing key; the message goes to the broker's allowed exchange",
+          examples: ['plants'],
+        }),
+      },
+      {
+        additionalProperties: false,
+        title: 'RabbitDestination',
+        description: "a routing key on a RabbitMQ broker's allowed exchange",
+      },
+    ),
+  ],
+  {
+    description:
+      'Where deliveries are published instead of POSTed: a NATS JetStream subject or a RabbitMQ routing key, on a broker BROKERS names',
+  },
+);
+
 const eventTypes = (description: string) =>
   Type.Array(EventTypeSchema, { minItems: 1, uniqueItems: true, description, examples: [EXAMPLE_WEBHOOK.events] });
 
 export const WebhookSchema = Type.Object(
   {
     id: Type.String({ description: 'the webhook id', examples: [EXAMPLE_WEBHOOK.id] }),
-    url: Type.String({ description: 'where deliveries are POSTed', examples: [EXAMPLE_WEBHOOK.url] }),
+    url: Type.Union([Type.String(), Type.Null()], {
+      description: 'where deliveries are POSTed; null for a destination',
+      examples: [EXAMPLE_WEBHOOK.url],
+    }),
+    destination: Type.Union([DestinationSchema, Type.Null()], {
+      description: 'where deliveries are published (interface 1.4.0); null for a URL',
+    }),
     events: Type.Array(EventTypeSchema, {
       description: 'the event types delivered',
       examples: [EXAMPLE_WEBHOOK.events],
@@ -113,13 +163,14 @@ export const CreatedWebhookSchema = Type.Object(
 
 export const NewWebhookSchema = Type.Object(
   {
-    url: WebhookUrl,
+    url: Type.Optional(WebhookUrl),
+    destination: Type.Optional(DestinationSchema),
     events: Type.Optional(eventTypes('default: every event type')),
     description: Type.Optional(Description),
   },
   {
     additionalProperties: false,
-    description: 'A webhook to create.',
+    description: 'A webhook to create: a `url` or a `destination`, one of the two.',
     examples: [{ url: EXAMPLE_WEBHOOK.url, events: EXAMPLE_WEBHOOK.events, description: EXAMPLE_WEBHOOK.description }],
   },
 );
@@ -128,6 +179,7 @@ export type NewWebhookBody = Static<typeof NewWebhookSchema>;
 export const WebhookPatchSchema = Type.Object(
   {
     url: Type.Optional(WebhookUrl),
+    destination: Type.Optional(DestinationSchema),
     events: Type.Optional(eventTypes('the event types delivered from now on')),
     description: Type.Optional(Description),
     status: Type.Optional(
@@ -141,7 +193,7 @@ export const WebhookPatchSchema = Type.Object(
     additionalProperties: false,
     minProperties: 1,
     description:
-      'The fields to change, at least one; the others stay. A new url applies to every delivery not yet delivered.',
+      "The fields to change, at least one; the others stay. A new url (or a destination's new subject or routing key) applies to every delivery not yet delivered.",
     examples: [{ description: 'Greenhouse inventory sync (paused for maintenance)', status: 'disabled' }],
   },
 );

@@ -25,6 +25,8 @@ import type { SecretBox } from './secret-box.js';
 import { newWebhookSecret } from './signing.js';
 import { DESCRIPTION_MAX, type WebhookBody, type WebhookPatchBody } from './webhook.schema.js';
 import { textPattern } from '../wire/schemas.js';
+import { subjectAllowed } from '../wire/broker-settings.js';
+import { type Destination, destinationOf, destinationTarget } from '../brokers/destination.js';
 
 const ALPHABET = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
 
@@ -48,20 +50,24 @@ export class PrivateTargetError extends HttpError {
 const iso = (ms: number | null): string | null => (ms === null ? null : new Date(ms).toISOString());
 
 /** The API's Webhook; `now` decides whether a rotation's overlap still runs (previousSecretExpiresAt). */
-export const webhookBody = (w: WebhookRecord, now: number): WebhookBody => ({
-  id: w.id,
-  url: w.url,
-  events: [...w.events],
-  status: w.status,
-  createdAt: new Date(w.createdAt).toISOString(),
-  description: w.description,
-  failingSince: iso(w.failingSince),
-  disabledReason: w.status === 'active' ? null : w.disabledReason,
-  previousSecretExpiresAt:
-    w.previousSecret !== null && w.previousSecretUntil !== null && w.previousSecretUntil > now
-      ? iso(w.previousSecretUntil)
-      : null,
-});
+export const webhookBody = (w: WebhookRecord, now: number): WebhookBody => {
+  const destination = destinationOf(w.url);
+  return {
+    id: w.id,
+    url: destination === null ? w.url : null,
+    destination,
+    events: [...w.events],
+    status: w.status,
+    createdAt: new Date(w.createdAt).toISOString(),
+    description: w.description,
+    failingSince: iso(w.failingSince),
+    disabledReason: w.status === 'active' ? null : w.disabledReason,
+    previousSecretExpiresAt:
+      w.previousSecret !== null && w.previousSecretUntil !== null && w.previousSecretUntil > now
+        ? iso(w.previousSecretUntil)
+        : null,
+  };
+};
 
 export const deliveryBody = (d: DeliveryRecord): DeliveryBody => ({
   id: d.id,
@@ -142,7 +148,9 @@ export interface NewWebhook {
   readonly owner: string;
   /** Created by a plants:admin caller (or `--all-plants`): receives every plant's events. */
   readonly allPlants: boolean;
-  readonly url: string;
+  /** A URL, or a destination on a broker BROKERS names: one of the two. */
+  readonly url?: string | undefined;
+  readonly destination?: Destination | undefined;
   readonly events?: readonly EventType[] | undefined;
   readonly description?: string | undefined;
 }
@@ -167,7 +175,7 @@ export class WebhookService {
       id,
       owner: input.owner,
       allPlants: input.allPlants,
-      url: this.checkUrl(input.url),
+      url: this.checkTarget(input.url, input.destination),
       events: inOrder(input.events ?? EVENT_TYPES),
       status: 'active',
       secret: this.box.seal(secret, id),
@@ -191,6 +199,51 @@ export class WebhookService {
     return { ...webhookBody(stored, this.clock()), secret };
   }
 
+  /** The stored target of a URL or a destination: exactly one is given. */
+  private checkTarget(url: string | undefined, destination: Destination | undefined): string {
+    if ((url === undefined) === (destination === undefined)) {
+      throw new HttpError(400, 'give either url (an https:// receiver) or destination (a broker), not both');
+    }
+    return url !== undefined ? this.checkUrl(url) : destinationTarget(this.checkDestination(destination!));
+  }
+
+  /** A destination on a broker BROKERS names, within what that broker allows (docs/api.md#destinations). */
+  private checkDestination(destination: Destination): Destination {
+    const broker = this.settings.brokers.find((b) => b.name === destination.broker);
+    if (broker === undefined) {
+      const named = this.settings.brokers.map((b) => `"${b.name}"`).join(', ');
+      throw new HttpError(
+        400,
+        `body.destination.broker: no broker "${destination.broker}" is named by this service (${named === '' ? 'BROKERS names none' : `BROKERS names ${named}`})`,
+      );
+    }
+    if (broker.kind === 'nats') {
+      if (!('subject' in destination)) {
+        throw new HttpError(
+          400,
+          `body.destination: "${broker.name}" is a NATS broker: give a subject, not a routingKey`,
+        );
+      }
+      if (!subjectAllowed(destination.subject, broker.allow)) {
+        throw new HttpError(
+          400,
+          `body.destination.subject must be "${broker.allow}" or start with "${broker.allow}." (no * or >, no spaces); got "${destination.subject}"`,
+        );
+      }
+      return { broker: broker.name, subject: destination.subject };
+    }
+    if (!('routingKey' in destination)) {
+      throw new HttpError(
+        400,
+        `body.destination: "${broker.name}" is a RabbitMQ broker: give a routingKey, not a subject`,
+      );
+    }
+    if (Buffer.byteLength(destination.routingKey) > 255) {
+      throw new HttpError(400, 'body.destination.routingKey must be at most 255 bytes');
+    }
+    return { broker: broker.name, routingKey: destination.routingKey };
+  }
+
   private checkUrl(url: string): string {
     const checked = checkWebhookUrl(url, { allowPrivate: this.settings.allowPrivateTargets });
     if (!checked.ok)
@@ -209,9 +262,27 @@ export class WebhookService {
     log?: Pick<FastifyBaseLogger, 'warn'>,
   ): Promise<WebhookBody> {
     if (Object.keys(patch).length === 0)
-      throw new HttpError(400, 'give at least one of url, events, description, status');
+      throw new HttpError(400, 'give at least one of url, destination, events, description, status');
+    if (patch.url !== undefined && patch.destination !== undefined) {
+      throw new HttpError(400, 'give either url or destination, not both');
+    }
+    if (patch.url !== undefined || patch.destination !== undefined) {
+      // A webhook keeps its kind: a URL's moves to another URL, a destination's to another subject or key.
+      const current = (await this.store.listWebhooks(owner)).find((w) => w.id === id);
+      if (current === undefined) throw notFound(id);
+      const isDestination = destinationOf(current.url) !== null;
+      if (isDestination !== (patch.destination !== undefined)) {
+        throw new HttpError(
+          400,
+          isDestination
+            ? 'this webhook publishes to a destination: change its destination, not a url'
+            : 'this webhook POSTs to a url: change its url, not a destination',
+        );
+      }
+    }
     const change: WebhookPatch = {
       ...(patch.url !== undefined && { url: this.checkUrl(patch.url) }),
+      ...(patch.destination !== undefined && { url: destinationTarget(this.checkDestination(patch.destination)) }),
       ...(patch.events !== undefined && { events: inOrder(patch.events) }),
       ...(patch.description !== undefined && { description: checkDescription(patch.description) }),
       ...(patch.status !== undefined && { status: patch.status }),

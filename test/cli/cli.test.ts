@@ -119,7 +119,7 @@ test('migrate applies the schema once and says so', async () => {
   assert.equal(first.code, 0);
   assert.equal(
     first.stderr,
-    `plant-store: database ${env.DATABASE_URL!} (a new file: it did not exist)\nApplied migrations 1, 2, 3, 4, 5, 6, 7, 8, 9, 10.\n`,
+    `plant-store: database ${env.DATABASE_URL!} (a new file: it did not exist)\nApplied migrations 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11.\n`,
   );
   const second = await runCli(['migrate'], env);
   assert.equal(second.code, 0);

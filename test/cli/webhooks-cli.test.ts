@@ -52,6 +52,7 @@ test('webhooks add prints the secret alone on stdout; list shows it without the 
   assert.deepEqual(Object.keys(hooks[0]!).sort(), [
     'createdAt',
     'description',
+    'destination',
     'disabledReason',
     'events',
     'failingSince',
@@ -310,4 +311,45 @@ test('webhooks ping, recover and attempts: a pending ping, failed deliveries req
   );
   assert.equal((await runCli(['webhooks', 'recover', id], env)).code, 2, 'no --since');
   assert.equal((await runCli(['webhooks', 'recover', id, '--since', 'yesterday'], env)).code, 1);
+});
+
+test('webhooks add --broker makes a destination within what BROKERS allows; list shows it; mistakes are usage or 1', async () => {
+  // `webhooks add` checks a destination against BROKERS; it reaches no broker.
+  const env = freshDb({
+    BROKERS: 'bus=amqp://u:s3cret@127.0.0.1:5672?allow=plants-x,events=nats://127.0.0.1:4222?allow=acme',
+  });
+  const nats = await runCli(
+    ['webhooks', 'add', '--subject', 'alice', '--broker', 'events', '--broker-subject', 'acme.plants', '--json'],
+    env,
+  );
+  assert.equal(nats.code, 0, nats.stderr);
+  const created = JSON.parse(nats.stdout) as { url: unknown; destination: unknown };
+  assert.equal(created.url, null);
+  assert.deepEqual(created.destination, { broker: 'events', subject: 'acme.plants' });
+  const rabbit = await runCli(
+    ['webhooks', 'add', '--subject', 'bob', '--broker', 'bus', '--routing-key', 'plants'],
+    env,
+  );
+  assert.equal(rabbit.code, 0, rabbit.stderr);
+  assert.match(rabbit.stderr, /\nCreated webhook wh_\w{16} for bob: amqp:bus:plants \(plant\.created,plant\.deleted\)/);
+  const listed = await runCli(['webhooks', 'list'], env);
+  assert.match(listed.stdout, /alice\s+nats:events:acme\.plants\s/);
+  assert.match(listed.stdout, /bob\s+amqp:bus:plants\s/);
+  assert.doesNotMatch(listed.stdout + listed.stderr + rabbit.stderr, /s3cret/);
+
+  const outside = await runCli(
+    ['webhooks', 'add', '--subject', 'alice', '--broker', 'events', '--broker-subject', 'other'],
+    env,
+  );
+  assert.equal(outside.code, 1);
+  assert.match(outside.stderr, /destination\.subject must be "acme" or start with "acme\."/);
+  for (const args of [
+    ['--broker', 'events'],
+    ['--broker-subject', 'acme.x'],
+    ['--broker', 'events', '--broker-subject', 'acme.x', '--routing-key', 'k'],
+    ['--broker', 'events', '--broker-subject', 'acme.x', '--url', 'https://hooks.example.com/x'],
+  ]) {
+    const wrong = await runCli(['webhooks', 'add', '--subject', 'alice', ...args], env);
+    assert.equal(wrong.code, 2, `${args.join(' ')}: ${wrong.stderr}`);
+  }
 });

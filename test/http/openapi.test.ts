@@ -46,7 +46,7 @@ test('GET /openapi.json needs no token and describes Plant Store 1.3.0 in OpenAP
   t.after(close);
   assert.equal(document.openapi, '3.1.0');
   assert.equal(at(document, 'info').title, 'Plant Store');
-  assert.equal(at(document, 'info').version, '1.3.0');
+  assert.equal(at(document, 'info').version, '1.4.0');
   assert.ok(at(document, 'paths', '/plants', 'get'));
   assert.ok(at(document, 'paths', '/plants', 'post'));
   assert.ok(at(document, 'paths', '/plants/{id}', 'delete'));

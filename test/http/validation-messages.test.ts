@@ -193,6 +193,6 @@ test('the sentences say the rule', async () => {
   );
   assert.equal(
     await message('/webhooks/wh_x', {}, 'PATCH'),
-    'body must have at least 1 of the properties url, events, description, status',
+    'body must have at least 1 of the properties url, destination, events, description, status',
   );
 });

@@ -145,7 +145,13 @@ test("migration 12 copies each delivery's plant: a delete stored by version 11 w
       ['4', null],
     ],
   );
-  const claimed = await store.claimDeliveries({ holder: 'h', leaseMs: 60_000, limit: 10, perWebhook: 10, busy: new Map() });
+  const claimed = await store.claimDeliveries({
+    holder: 'h',
+    leaseMs: 60_000,
+    limit: 10,
+    perWebhook: 10,
+    busy: new Map(),
+  });
   assert.deepEqual(claimed.map((d) => Number(d.id)).sort(), [1, 2, 4], "plant 41's delete waits for its create");
 });
 

@@ -171,7 +171,13 @@ test("migration 11 copies each delivery's plant: a delete stored by version 10 w
     [4, null],
   ]);
   read.close();
-  const claimed = await store.claimDeliveries({ holder: 'h', leaseMs: 60_000, limit: 10, perWebhook: 10, busy: new Map() });
+  const claimed = await store.claimDeliveries({
+    holder: 'h',
+    leaseMs: 60_000,
+    limit: 10,
+    perWebhook: 10,
+    busy: new Map(),
+  });
   assert.deepEqual(claimed.map((d) => Number(d.id)).sort(), [1, 2, 4], "plant 41's delete waits for its create");
 });
 

@@ -179,6 +179,55 @@ describe('loadConfig: WEBHOOK_DELIVERY', () => {
   });
 });
 
+describe('loadConfig: BROKERS', () => {
+  test('names none by default; reads name=url pairs, takes allow out of the URL, and shows no password', () => {
+    assert.deepEqual(loadConfig({}).events.brokers, []);
+    const brokers = loadConfig({
+      BROKERS:
+        'events=nats://app:n4ts-pw@127.0.0.1:4222?allow=acme.plants, bus=amqp://app:amqp-pw@mq.internal:5672/prod?allow=plants-x',
+    }).events.brokers;
+    assert.deepEqual(brokers, [
+      {
+        name: 'events',
+        kind: 'nats',
+        url: 'nats://app:n4ts-pw@127.0.0.1:4222',
+        shown: 'nats://app:***@127.0.0.1:4222',
+        allow: 'acme.plants',
+      },
+      {
+        name: 'bus',
+        kind: 'amqp',
+        url: 'amqp://app:amqp-pw@mq.internal:5672/prod',
+        shown: 'amqp://app:***@mq.internal:5672/prod',
+        allow: 'plants-x',
+      },
+    ]);
+    const summary = JSON.stringify(settingsSummary(loadConfig({ BROKERS: 'events=nats://u:pw-x@h:4222?allow=p' })));
+    assert.match(summary, /events=nats:\/\/u:\*\*\*@h:4222 \(allow p\)/);
+    assert.doesNotMatch(summary, /pw-x/);
+  });
+
+  test('refuses what is not a broker, naming BROKERS, and never echoes a password', () => {
+    for (const value of [
+      'nats://127.0.0.1:4222?allow=p', // no name
+      'a b=nats://127.0.0.1:4222?allow=p',
+      'x=http://127.0.0.1:4222?allow=p',
+      'x=nats://127.0.0.1:4222', // no allow
+      'x=nats://127.0.0.1:4222?allow=p.*',
+      'x=nats://127.0.0.1:4222?allow=p.>',
+      'x=amqp://u:secret-pw@127.0.0.1:5672',
+      'x=nats://h:1?allow=p,x=nats://h:2?allow=q',
+      'x=not a url',
+    ]) {
+      refuses({ BROKERS: value }, 'BROKERS');
+      assert.throws(
+        () => loadConfig({ BROKERS: value }),
+        (error: unknown) => error instanceof ConfigError && !error.message.includes('secret-pw'),
+      );
+    }
+  });
+});
+
 describe('loadConfig: PORTAL', () => {
   test('is on by default, reads on and off in any case, and says which in the start-up summary', () => {
     assert.equal(loadConfig({}).portal, true);

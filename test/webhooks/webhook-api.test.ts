@@ -56,6 +56,7 @@ const BOTH = ['plant.created', 'plant.deleted'];
 const WEBHOOK_KEYS = [
   'createdAt',
   'description',
+  'destination',
   'disabledReason',
   'events',
   'failingSince',

@@ -29,6 +29,7 @@ export {
   type DeliveryAttempt,
   type DeliveryStatus,
   type DeliveryType,
+  type Destination,
   type DisabledReason,
   type NewWebhook,
   type PingDelivery,

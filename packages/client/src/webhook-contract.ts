@@ -23,7 +23,8 @@ const timeOrNull = { type: ['string', 'null'], format: 'date-time', required: tr
 
 const WEBHOOK = {
   id: { type: 'string', required: true },
-  url: { type: 'string', required: true },
+  url: { type: ['string', 'null'], required: true },
+  destination: { type: ['object', 'null'], required: true },
   events: { ...eventTypes, required: true },
   status: { type: 'string', values: WEBHOOK_STATUSES, required: true },
   description: { type: 'string', required: true },
@@ -50,12 +51,14 @@ export const WEBHOOK_SHAPES = {
   CreatedWebhook: { ...WEBHOOK, secret: { type: 'string', required: true } },
   RotatedWebhook: { ...WEBHOOK, secret: { type: 'string', required: true } },
   NewWebhook: {
-    url: { type: 'string', required: true },
+    url: { type: 'string', required: false },
+    destination: { type: 'object', required: false },
     events: { ...eventTypes, required: false },
     description: { type: 'string', required: false },
   },
   WebhookPatch: {
     url: { type: 'string', required: false },
+    destination: { type: 'object', required: false },
     events: { ...eventTypes, required: false },
     description: { type: 'string', required: false },
     status: { type: 'string', values: WEBHOOK_STATUSES, required: false },
@@ -95,11 +98,21 @@ export type DisabledReason = (typeof DISABLED_REASONS)[number];
 export type DeliveryStatus = (typeof DELIVERY_STATUSES)[number];
 export type DeliveryType = (typeof DELIVERY_TYPES)[number];
 
+/**
+ * Where a webhook's deliveries are published instead of POSTed (interface 1.4.0): a JetStream
+ * subject on a NATS broker, or a routing key on a RabbitMQ broker's allowed exchange, on a broker
+ * the server's BROKERS names.
+ */
+export type Destination = { broker: string; subject: string } | { broker: string; routingKey: string };
+
 /** A subscription to events. Its signing secret is shown only by create and rotateSecret. */
 export interface Webhook {
   /** `wh_` and 16 letters and digits. */
   id: string;
-  url: string;
+  /** Where deliveries are POSTed; null for a destination. */
+  url: string | null;
+  /** Where deliveries are published; null for a URL. */
+  destination: Destination | null;
   events: readonly EventType[];
   status: WebhookStatus;
   description: string;
@@ -119,9 +132,11 @@ export interface WebhookWithSecret extends Webhook {
   secret: string;
 }
 
+/** A `url` or a `destination`, one of the two. */
 export interface NewWebhook {
   /** `https://` and a public host (a server with WEBHOOK_ALLOW_PRIVATE=1 also takes http:// and private ones). */
-  url: string;
+  url?: string;
+  destination?: Destination;
   /** Left out: every event type. */
   events?: readonly EventType[];
   /** At most 200 characters; left out: "". */
@@ -131,6 +146,8 @@ export interface NewWebhook {
 /** The fields to change, at least one. */
 export interface WebhookPatch {
   url?: string;
+  /** A destination's new subject or routing key. */
+  destination?: Destination;
   events?: readonly EventType[];
   description?: string;
   /** `disabled` pauses deliveries (disabledReason `manual`); `active` resumes them, as enable does. */
@@ -204,11 +221,17 @@ export interface Recovered {
 // ids the client reads are bigints.
 type Read<S extends ObjectShape> = Shaped<S, bigint>;
 type _WebhookShapesMatchTypes = [
-  Assert<Equal<Webhook, Read<typeof WEBHOOK_SHAPES.Webhook>>>,
-  Assert<Equal<Simplify<WebhookWithSecret>, Read<typeof WEBHOOK_SHAPES.CreatedWebhook>>>,
-  Assert<Equal<Simplify<WebhookWithSecret>, Read<typeof WEBHOOK_SHAPES.RotatedWebhook>>>,
-  Assert<Equal<NewWebhook, Read<typeof WEBHOOK_SHAPES.NewWebhook>>>,
-  Assert<Equal<WebhookPatch, Read<typeof WEBHOOK_SHAPES.WebhookPatch>>>,
+  // `destination` is an object in the shape language; its type here says which objects.
+  Assert<Equal<Omit<Webhook, 'destination'>, Omit<Read<typeof WEBHOOK_SHAPES.Webhook>, 'destination'>>>,
+  Assert<Webhook['destination'] extends object | null ? true : false>,
+  Assert<
+    Equal<Omit<WebhookWithSecret, 'destination'>, Omit<Read<typeof WEBHOOK_SHAPES.CreatedWebhook>, 'destination'>>
+  >,
+  Assert<
+    Equal<Omit<WebhookWithSecret, 'destination'>, Omit<Read<typeof WEBHOOK_SHAPES.RotatedWebhook>, 'destination'>>
+  >,
+  Assert<Equal<Omit<NewWebhook, 'destination'>, Omit<Read<typeof WEBHOOK_SHAPES.NewWebhook>, 'destination'>>>,
+  Assert<Equal<Omit<WebhookPatch, 'destination'>, Omit<Read<typeof WEBHOOK_SHAPES.WebhookPatch>, 'destination'>>>,
   Assert<Equal<Delivery, Read<typeof WEBHOOK_SHAPES.Delivery>>>,
   Assert<Equal<PingDelivery, Read<typeof WEBHOOK_SHAPES.PingDelivery>>>,
   Assert<Equal<DeliveryAttempt, Read<typeof WEBHOOK_SHAPES.DeliveryAttempt>>>,

@@ -65,6 +65,7 @@ test('create answers the webhook and its secret; list, update, enable and delete
   assert.deepEqual(webhook, {
     id: webhook.id,
     url: receiver.url,
+    destination: null,
     events: ['plant.created', 'plant.deleted'],
     status: 'active',
     description: 'greenhouse',

@@ -82,7 +82,8 @@ export function prepareDeliveryStatements(db: Database.Database) {
     fanOutEnd: q('SELECT max(id) FROM (SELECT id FROM events WHERE id > ? ORDER BY id LIMIT ?)').pluck(),
     // For each event of (from, through], one delivery per active webhook that wants its type and
     // may see its owner's plants, due at the event's time (so a backlog drains oldest first).
-    fanOut: q(`INSERT INTO deliveries (webhook_id, event_id, plant_id, type, status, attempts, next_attempt_at, created_at)
+    fanOut:
+      q(`INSERT INTO deliveries (webhook_id, event_id, plant_id, type, status, attempts, next_attempt_at, created_at)
       SELECT w.id, e.id, e.plant_id, e.type, 'pending', 0, e.created_at, e.created_at FROM events e JOIN webhooks w
         ON w.status = 'active' AND (w.owner = e.owner OR w.all_plants = 1)
         AND instr(' ' || w.events || ' ', ' ' || e.type || ' ') > 0

@@ -93,7 +93,8 @@ export function prepareWebhookStatements(db: Database.Database) {
     missedAll: q(missedPart('WHERE')).raw(),
     // The chosen events' deliveries (their ids a JSON array), made as the fan-out makes them, in
     // event order, by one statement for the part.
-    makeMissed: q(`INSERT INTO deliveries (webhook_id, event_id, plant_id, type, status, attempts, next_attempt_at, created_at)
+    makeMissed:
+      q(`INSERT INTO deliveries (webhook_id, event_id, plant_id, type, status, attempts, next_attempt_at, created_at)
       SELECT ?, id, plant_id, type, 'pending', 0, created_at, created_at FROM events
       WHERE id IN (SELECT value FROM json_each(?)) ORDER BY id`),
     deliveryOf: q(`SELECT d.id FROM deliveries d JOIN webhooks w ON w.id = d.webhook_id
