@@ -1,14 +1,17 @@
 import assert from 'node:assert/strict';
 import { test, type TestContext } from 'node:test';
-import type { FastifyBaseLogger } from 'fastify';
+import type { FastifyBaseLogger, InjectOptions } from 'fastify';
 import { Webhook } from 'standardwebhooks';
+import { buildApp } from '../../src/app.js';
+import { TokenService } from '../../src/auth/token.service.js';
 import { Brokers } from '../../src/brokers/broker.js';
-import { loadConfig } from '../../src/config.js';
+import { loadConfig, testConfig } from '../../src/config.js';
+import { openSqlite } from '../../src/store/sqlite/store.js';
 import { Dispatcher } from '../../src/webhooks/dispatcher.js';
 import { SecretBox } from '../../src/webhooks/secret-box.js';
 import { WebhookSender } from '../../src/webhooks/sender.js';
 import { TargetSender } from '../../src/webhooks/target-sender.js';
-import { type TestApp, json, makeApp } from '../helpers.js';
+import { type TestApp, json } from '../helpers.js';
 import { eventually } from '../support/eventually.js';
 import { type NatsPlace, type RabbitPlace, brokersSetting, natsPlace, rabbitPlace } from './broker-fixture.js';
 
@@ -20,12 +23,23 @@ import { type NatsPlace, type RabbitPlace, brokersSetting, natsPlace, rabbitPlac
 const SCOPES = ['plants:read', 'plants:write', 'webhooks:read', 'webhooks:write'];
 
 interface Setup {
-  readonly h: TestApp;
+  readonly h: Pick<TestApp, 'app' | 'store' | 'call' | 'close'>;
   readonly token: string;
   readonly nats: NatsPlace;
   readonly rabbit: RabbitPlace;
   readonly dispatcher: Dispatcher;
   readonly logged: Array<Record<string, unknown>>;
+}
+
+/** The message at `seq` of the test's stream: its body and the four headers. */
+async function streamed(s: Setup, seq: number): Promise<{ body: string; headers: Record<string, string> }> {
+  const stored = await s.nats.jsm.streams.getMessage(s.nats.stream, { seq });
+  assert.ok(stored, `message ${seq} is in the stream`);
+  const headers: Record<string, string> = {};
+  for (const k of ['webhook-id', 'webhook-timestamp', 'webhook-signature', 'plant-store-event']) {
+    headers[k] = stored.header.get(k);
+  }
+  return { body: new TextDecoder().decode(stored.data), headers };
 }
 
 async function setup(t: TestContext, extraEnv: Record<string, string> = {}): Promise<Setup> {
@@ -40,7 +54,23 @@ async function setup(t: TestContext, extraEnv: Record<string, string> = {}): Pro
     BROKERS: brokersSetting(nats, rabbit),
     ...extraEnv,
   });
-  const h = await makeApp({ events: config.events });
+  // Real time, as a broker's consumer verifies it: a signature's timestamp is checked against now.
+  const store = openSqlite(':memory:');
+  await store.migrate();
+  const app = await buildApp({ config: testConfig({ events: config.events }), store, clock: Date.now });
+  await app.ready();
+  const tokens = new TokenService(store, Date.now);
+  const h = {
+    app,
+    store,
+    token: async (subject: string, scopes: string[]) => (await tokens.create({ subject, scopes })).token,
+    call: (token: string, options: InjectOptions) =>
+      app.inject({ ...options, headers: { authorization: `Bearer ${token}`, ...options.headers } }),
+    close: async () => {
+      await app.close();
+      await store.close();
+    },
+  };
   const logged: Array<Record<string, unknown>> = [];
   const log = {
     info: (fields: Record<string, unknown>, msg: string) => logged.push({ ...fields, msg, level: 'info' }),
@@ -51,6 +81,7 @@ async function setup(t: TestContext, extraEnv: Record<string, string> = {}): Pro
   const brokers = new Brokers(config.events.brokers, log);
   const sender = new TargetSender(new WebhookSender({ allowPrivate: true }), brokers, 5_000);
   const dispatcher = new Dispatcher(h.store, sender, new SecretBox(null), config.events, log);
+  h.app.metrics.watchBrokers(brokers);
   brokers.start();
   dispatcher.start();
   // In this order: the dispatcher gives back its leases while the store is open.
@@ -268,4 +299,39 @@ test('a broker that refuses the login: attempts fail, the password never reaches
     JSON.stringify(s.logged),
   );
   assert.ok(s.logged.some((l) => l.broker === 'nats' && l.msg === 'broker connected'));
+});
+
+test("a ping, and a rotation's two signatures, reach the stream; plant_store_broker_up says each broker is up", async (t) => {
+  const s = await setup(t);
+  const { id, secret } = await addWebhook(s, {
+    destination: { broker: 'nats', subject: `${s.nats.prefix}.in.plants` },
+  });
+  const ping = await s.h.call(s.token, { method: 'POST', url: `/webhooks/${id}/ping` });
+  assert.equal(ping.statusCode, 202, ping.payload);
+  s.dispatcher.wake();
+  await eventually(
+    async () => ((await s.nats.jsm.streams.info(s.nats.stream)).state.messages === 1 ? true : undefined),
+    'the ping',
+  );
+  const pinged = await streamed(s, 1);
+  assert.equal(pinged.headers['plant-store-event'], 'webhook.ping');
+  assert.equal(pinged.body, `{"webhookId":"${id}"}`);
+  new Webhook(secret).verify(pinged.body, pinged.headers);
+
+  const rotated = await s.h.call(s.token, { method: 'POST', url: `/webhooks/${id}/secret`, ...json('{}') });
+  assert.equal(rotated.statusCode, 200, rotated.payload);
+  const newSecret = (JSON.parse(rotated.payload) as { secret: string }).secret;
+  await createPlant(s, 5);
+  await eventually(
+    async () => ((await s.nats.jsm.streams.info(s.nats.stream)).state.messages === 2 ? true : undefined),
+    'the event',
+  );
+  const event = await streamed(s, 2);
+  assert.equal(event.headers['webhook-signature']!.split(' ').length, 2, 'both signatures during the overlap');
+  new Webhook(secret).verify(event.body, event.headers);
+  new Webhook(newSecret).verify(event.body, event.headers);
+
+  const metrics = await s.h.app.metrics.text();
+  assert.match(metrics, /^plant_store_broker_up\{broker="nats"\} 1$/m);
+  assert.match(metrics, /^plant_store_broker_up\{broker="rabbit"\} 1$/m);
 });
