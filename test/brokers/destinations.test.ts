@@ -335,3 +335,36 @@ test("a ping, and a rotation's two signatures, reach the stream; plant_store_bro
   assert.match(metrics, /^plant_store_broker_up\{broker="nats"\} 1$/m);
   assert.match(metrics, /^plant_store_broker_up\{broker="rabbit"\} 1$/m);
 });
+
+test('a paused destination misses what happens meanwhile; enabled and recovered, the missed event reaches the stream', async (t) => {
+  const s = await setup(t);
+  const { id } = await addWebhook(s, { destination: { broker: 'nats', subject: `${s.nats.prefix}.in.plants` } });
+  const patch = async (body: unknown): Promise<void> => {
+    const res = await s.h.call(s.token, { method: 'PATCH', url: `/webhooks/${id}`, ...json(JSON.stringify(body)) });
+    assert.equal(res.statusCode, 200, res.payload);
+  };
+  const since = new Date(Date.now() - 60_000).toISOString();
+  await patch({ status: 'disabled' });
+  await createPlant(s, 7);
+  await patch({ status: 'active' });
+  await createPlant(s, 8);
+  await eventually(
+    async () => ((await s.nats.jsm.streams.info(s.nats.stream)).state.messages === 1 ? true : undefined),
+    'plant 8',
+  );
+  assert.equal(JSON.parse((await streamed(s, 1)).body).id, 8, 'the paused time is not sent by itself');
+
+  const recovered = await s.h.call(s.token, {
+    method: 'POST',
+    url: `/webhooks/${id}/recover`,
+    ...json(JSON.stringify({ since })),
+  });
+  assert.equal(recovered.statusCode, 202, recovered.payload);
+  assert.deepEqual(JSON.parse(recovered.payload), { requeued: 0, created: 1 });
+  s.dispatcher.wake();
+  await eventually(
+    async () => ((await s.nats.jsm.streams.info(s.nats.stream)).state.messages === 2 ? true : undefined),
+    'plant 7',
+  );
+  assert.equal(JSON.parse((await streamed(s, 2)).body).id, 7);
+});
