@@ -74,8 +74,10 @@ const WEBHOOKS_USAGE = `  webhooks list [--subject <user>] [--json]
                                 send a delivery again (same webhook-id), at once
   webhooks enable <webhook-id>  make a disabled webhook active again
   webhooks update <webhook-id> [--url <https://…>] [--events plant.created,…]
+                  [--broker <name> (--broker-subject <s> | --routing-key <k>)]
                   [--description <text>] [--status active|disabled] [--json]
-                                change a webhook; --status disabled pauses its deliveries
+                                change a webhook (a destination's subject or key with --broker);
+                                --status disabled pauses its deliveries
   webhooks rotate <webhook-id> [--overlap 24h] [--json]
                                 a new signing secret, printed once; the old one signs beside it
                                 for --overlap (0 to ${OVERLAP_MAX_SECONDS / 86_400}d, default 24h; 0: from now on only the new)

@@ -7,6 +7,7 @@ import { OVERLAP_MAX_SECONDS } from '../webhooks/secret-overlap.js';
 import { parseCommand } from './args.js';
 import { formatCount } from '../transfer/progress.js';
 import { UsageError, err, out, table } from './output.js';
+import { destinationOption, destinationText } from './destination-option.js';
 
 // `plant-store webhooks update|rotate|ping|recover|attempts`: interface 1.2.0's webhook management,
 // through the same WebhookService as the HTTP API, for any subject's webhook (an operator's view).
@@ -66,25 +67,42 @@ export async function manageCommand(
       const { values, positionals } = parseCommand(
         command,
         args,
-        { url: 'string', events: 'string', description: 'string', status: 'string', json: 'boolean' },
+        {
+          url: 'string',
+          broker: 'string',
+          'broker-subject': 'string',
+          'routing-key': 'string',
+          events: 'string',
+          description: 'string',
+          status: 'string',
+          json: 'boolean',
+        },
         { positionals: true },
       );
       const id = oneId(positionals, command);
       if (values.status !== undefined && values.status !== 'active' && values.status !== 'disabled') {
         throw new UsageError('--status takes active or disabled', command);
       }
+      const destination = destinationOption(values, command);
       const patch: WebhookPatchBody = {
         ...(values.url !== undefined && { url: values.url }),
+        ...(destination !== undefined && { destination }),
         ...(values.events !== undefined && { events: parseEvents(values.events, command) }),
         ...(values.description !== undefined && { description: values.description }),
         ...(values.status !== undefined && { status: values.status }),
       };
       if (Object.keys(patch).length === 0) {
-        throw new UsageError(`${command} needs at least one of --url, --events, --description, --status`, command);
+        throw new UsageError(
+          `${command} needs at least one of --url, --broker with --broker-subject or --routing-key, --events, --description, --status`,
+          command,
+        );
       }
       const webhook = await withService((service) => service.update(null, id, patch));
       if (values.json) out(toJson(webhook));
-      else err(`Updated webhook ${id}: ${webhook.url} (${webhook.events.join(',')}), ${webhook.status}.`);
+      else {
+        const target = webhook.url ?? destinationText(webhook.destination);
+        err(`Updated webhook ${id}: ${target} (${webhook.events.join(',')}), ${webhook.status}.`);
+      }
       return 0;
     }
     case 'rotate': {

@@ -8,7 +8,7 @@ import { commandName } from './invocation.js';
 import { shellWord } from '../wire/shell.js';
 import { parseDecimalBigInt } from '../wire/int64.js';
 import type { Store } from '../store/store.js';
-import type { Destination } from '../brokers/destination.js';
+import { destinationOption, destinationText } from './destination-option.js';
 import type { EventType } from '../store/event-store.js';
 import { EVENT_TYPES } from '../store/event-store.js';
 import type { WebhookService } from '../webhooks/webhook.service.js';
@@ -18,31 +18,6 @@ import { UsageError, err, out, table } from './output.js';
 import { DELIVERIES } from './usage.js';
 
 type WithStore = <T>(run: (store: Store) => Promise<T>) => Promise<T>;
-
-/** `--broker` with `--broker-subject` (NATS) or `--routing-key` (RabbitMQ): a destination; none of them: none. */
-function destinationOption(values: {
-  broker?: string | undefined;
-  'broker-subject'?: string | undefined;
-  'routing-key'?: string | undefined;
-}): Destination | undefined {
-  const { broker, 'broker-subject': subject, 'routing-key': routingKey } = values;
-  if (broker === undefined && subject === undefined && routingKey === undefined) return undefined;
-  if (broker === undefined || (subject === undefined) === (routingKey === undefined)) {
-    throw new UsageError(
-      '--broker <name> takes one of --broker-subject <subject> (NATS) or --routing-key <key> (RabbitMQ)',
-      'webhooks add',
-    );
-  }
-  return subject !== undefined ? { broker, subject } : { broker, routingKey: routingKey! };
-}
-
-/** A destination as the listing shows it: `nats:<broker>:<subject>` or `amqp:<broker>:<routing key>`. */
-export function destinationText(destination: Destination | null): string {
-  if (destination === null) return '-';
-  return 'subject' in destination
-    ? `nats:${destination.broker}:${destination.subject}`
-    : `amqp:${destination.broker}:${destination.routingKey}`;
-}
 
 function parseEvents(text: string | undefined): EventType[] | undefined {
   if (text === undefined) return undefined;
@@ -116,7 +91,7 @@ export async function webhooksCommand(sub: string | undefined, args: string[], w
           'all-plants': 'boolean',
           json: 'boolean',
         });
-        const destination = destinationOption(values);
+        const destination = destinationOption(values, 'webhooks add');
         if (!values.subject || (values.url === undefined) === (destination === undefined))
           throw new UsageError(
             'webhooks add needs --subject <user> and either --url <https://…> or --broker <name> with --broker-subject <subject> or --routing-key <key>',

@@ -323,7 +323,7 @@ test('webhooks add --broker makes a destination within what BROKERS allows; list
     env,
   );
   assert.equal(nats.code, 0, nats.stderr);
-  const created = JSON.parse(nats.stdout) as { url: unknown; destination: unknown };
+  const created = JSON.parse(nats.stdout) as { id: string; url: unknown; destination: unknown };
   assert.equal(created.url, null);
   assert.deepEqual(created.destination, { broker: 'events', subject: 'acme.plants' });
   const rabbit = await runCli(
@@ -336,6 +336,16 @@ test('webhooks add --broker makes a destination within what BROKERS allows; list
   assert.match(listed.stdout, /alice\s+nats:events:acme\.plants\s/);
   assert.match(listed.stdout, /bob\s+amqp:bus:plants\s/);
   assert.doesNotMatch(listed.stdout + listed.stderr + rabbit.stderr, /s3cret/);
+
+  const moved = await runCli(
+    ['webhooks', 'update', created.id, '--broker', 'events', '--broker-subject', 'acme.mirror'],
+    env,
+  );
+  assert.equal(moved.code, 0, moved.stderr);
+  assert.match(moved.stderr, /Updated webhook wh_\w{16}: nats:events:acme\.mirror \(/);
+  const toUrl = await runCli(['webhooks', 'update', created.id, '--url', 'https://hooks.example.com/x'], env);
+  assert.equal(toUrl.code, 1, 'a destination stays a destination');
+  assert.match(toUrl.stderr, /publishes to a destination: change its destination, not a url/);
 
   const outside = await runCli(
     ['webhooks', 'add', '--subject', 'alice', '--broker', 'events', '--broker-subject', 'other'],
