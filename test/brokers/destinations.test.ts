@@ -352,7 +352,11 @@ test('a paused destination misses what happens meanwhile; enabled and recovered,
     async () => ((await s.nats.jsm.streams.info(s.nats.stream)).state.messages === 1 ? true : undefined),
     'plant 8',
   );
-  assert.equal(JSON.parse((await streamed(s, 1)).body).id, 8, 'the paused time is not sent by itself');
+  assert.equal(
+    (JSON.parse((await streamed(s, 1)).body) as { id: number }).id,
+    8,
+    'the paused time is not sent by itself',
+  );
 
   const recovered = await s.h.call(s.token, {
     method: 'POST',
@@ -366,5 +370,5 @@ test('a paused destination misses what happens meanwhile; enabled and recovered,
     async () => ((await s.nats.jsm.streams.info(s.nats.stream)).state.messages === 2 ? true : undefined),
     'plant 7',
   );
-  assert.equal(JSON.parse((await streamed(s, 2)).body).id, 7);
+  assert.equal((JSON.parse((await streamed(s, 2)).body) as { id: number }).id, 7);
 });
