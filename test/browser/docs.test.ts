@@ -142,7 +142,7 @@ test('GET /docs in headless Chromium', { timeout: BROWSER_TEST_TIMEOUT_MS, skip 
     await t.test('the heading names the API, its version and OpenAPI 3.1', async () => {
       const heading = await page.locator('.information-container .title').innerText();
       assert.match(heading, /^Plant Store\b/);
-      assert.match(heading, /\b1\.3\.0\b/);
+      assert.match(heading, /\b1\.4\.0\b/);
       assert.match(heading, /\bOAS 3\.1\b/);
     });
 
