@@ -58,7 +58,7 @@ export class RabbitBroker implements Broker {
   async #openChannel(model: Pick<RecoveringChannelModel, 'createConfirmChannel'>): Promise<ConfirmChannel> {
     const channel = await model.createConfirmChannel();
     channel.on('return', (returned: Message) => {
-      const key = `${returned.fields.routingKey}\n${String(returned.properties.messageId)}`;
+      const key = returnKey(returned.fields.routingKey, String(returned.properties.messageId));
       if (this.#returned.has(key)) this.#returned.set(key, true);
     });
     // A channel error (an exchange that is gone) closes the channel; the next publish opens another.
@@ -88,7 +88,7 @@ export class RabbitBroker implements Broker {
     const channel = await withTimeout(this.#confirmChannel(), timeoutMs, `no connection to RabbitMQ "${this.name}"`);
     if (typeof channel === 'string') return { error: channel };
     if (channel === undefined) return { error: `no connection to RabbitMQ "${this.name}"` };
-    const key = `${message.target}\n${message.messageId}`;
+    const key = returnKey(message.target, message.messageId);
     // Two sends of one key at once (the same event to two webhooks with one routing key) route
     // alike: a return marks both.
     this.#returned.set(key, this.#returned.get(key) ?? false);
@@ -129,3 +129,6 @@ export class RabbitBroker implements Broker {
     await model?.close().catch(() => {});
   }
 }
+
+/** A message out, as a return names it: its routing key and message id. */
+const returnKey = (routingKey: string, messageId: string): string => `${routingKey}\n${messageId}`;

@@ -4,6 +4,13 @@ import type { Destination } from '../brokers/destination.js';
 import { UsageError } from './output.js';
 
 /** `--broker` with `--broker-subject` (NATS) or `--routing-key` (RabbitMQ): a destination; none of them: none. */
+/** The options a command that takes a destination adds to its parseCommand spec. */
+export const DESTINATION_OPTIONS = {
+  broker: 'string',
+  'broker-subject': 'string',
+  'routing-key': 'string',
+} as const;
+
 export function destinationOption(
   values: { broker?: string | undefined; 'broker-subject'?: string | undefined; 'routing-key'?: string | undefined },
   command: string,

@@ -7,7 +7,7 @@ import { OVERLAP_MAX_SECONDS } from '../webhooks/secret-overlap.js';
 import { parseCommand } from './args.js';
 import { formatCount } from '../transfer/progress.js';
 import { UsageError, err, out, table } from './output.js';
-import { destinationOption, destinationText } from './destination-option.js';
+import { DESTINATION_OPTIONS, destinationOption, destinationText } from './destination-option.js';
 
 // `plant-store webhooks update|rotate|ping|recover|attempts`: interface 1.2.0's webhook management,
 // through the same WebhookService as the HTTP API, for any subject's webhook (an operator's view).
@@ -69,9 +69,7 @@ export async function manageCommand(
         args,
         {
           url: 'string',
-          broker: 'string',
-          'broker-subject': 'string',
-          'routing-key': 'string',
+          ...DESTINATION_OPTIONS,
           events: 'string',
           description: 'string',
           status: 'string',

@@ -8,7 +8,7 @@ import { commandName } from './invocation.js';
 import { shellWord } from '../wire/shell.js';
 import { parseDecimalBigInt } from '../wire/int64.js';
 import type { Store } from '../store/store.js';
-import { destinationOption, destinationText } from './destination-option.js';
+import { DESTINATION_OPTIONS, destinationOption, destinationText } from './destination-option.js';
 import type { EventType } from '../store/event-store.js';
 import { EVENT_TYPES } from '../store/event-store.js';
 import type { WebhookService } from '../webhooks/webhook.service.js';
@@ -83,9 +83,7 @@ export async function webhooksCommand(sub: string | undefined, args: string[], w
         const { values } = parseCommand('webhooks add', args, {
           subject: 'string',
           url: 'string',
-          broker: 'string',
-          'broker-subject': 'string',
-          'routing-key': 'string',
+          ...DESTINATION_OPTIONS,
           events: 'string',
           description: 'string',
           'all-plants': 'boolean',
